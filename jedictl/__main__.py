@@ -1,0 +1,3 @@
+from jedictl.cli import main
+
+main()

@@ -1,0 +1,140 @@
+"""Value types shared by the engine and the store: the status vocabularies and their fixed sets.
+
+Names follow JEDI's vocabulary (reference/jedi-inventory.md §2, panda-server.md §1.2-1.4). They live here
+so that `engine` and `store` can both import them without importing each other.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class TaskStatus(StrEnum):
+    REGISTERED = "registered"
+    DEFINED = "defined"
+    ASSIGNING = "assigning"
+    READY = "ready"
+    PENDING = "pending"
+    SCOUTING = "scouting"
+    SCOUTED = "scouted"
+    RUNNING = "running"
+    PREPARED = "prepared"
+    DONE = "done"
+    FINISHED = "finished"
+    FAILED = "failed"
+    ABORTING = "aborting"
+    ABORTED = "aborted"
+    FINISHING = "finishing"
+    PASSED = "passed"
+    TOBROKEN = "tobroken"
+    BROKEN = "broken"
+    TORETRY = "toretry"
+    TOINCEXEC = "toincexec"
+    REREFINE = "rerefine"
+    PAUSED = "paused"
+    THROTTLED = "throttled"
+    EXHAUSTED = "exhausted"
+
+
+#: Final statuses: nothing moves a task out of them except an operator command (retry, incexec).
+TASK_FINAL = frozenset(
+    {TaskStatus.DONE, TaskStatus.FINISHED, TaskStatus.FAILED, TaskStatus.BROKEN, TaskStatus.ABORTED}
+)
+#: A parent in one of these lets its children run (JEDI checkParentTask "completed").
+TASK_PARENT_COMPLETED = frozenset({TaskStatus.DONE, TaskStatus.FINISHED})
+#: A parent in one of these makes its waiting children unrunnable (JEDI "corrupted").
+TASK_PARENT_CORRUPTED = frozenset({TaskStatus.BROKEN, TaskStatus.ABORTED, TaskStatus.FAILED})
+#: Statuses the Job Generator works on (JediTaskSpec.statusForJobGenerator).
+TASK_FOR_JOB_GENERATOR = frozenset({TaskStatus.READY, TaskStatus.RUNNING, TaskStatus.SCOUTING})
+
+
+class DatasetType(StrEnum):
+    INPUT = "input"
+    PSEUDO_INPUT = "pseudo_input"
+    RANDOM_SEED = "random_seed"
+    OUTPUT = "output"
+    LOG = "log"
+    #: unmerged (pre-merge) twins written by jobs of a mergeOutput task and read by merge jobs
+    TRN_OUTPUT = "trn_output"
+    TRN_LOG = "trn_log"
+
+
+DATASET_INPUT_TYPES = frozenset({DatasetType.INPUT, DatasetType.PSEUDO_INPUT, DatasetType.RANDOM_SEED})
+DATASET_OUTPUT_TYPES = frozenset(
+    {DatasetType.OUTPUT, DatasetType.LOG, DatasetType.TRN_OUTPUT, DatasetType.TRN_LOG}
+)
+
+
+class DatasetStatus(StrEnum):
+    DEFINED = "defined"
+    TOUPDATE = "toupdate"
+    READY = "ready"
+    PENDING = "pending"
+    RUNNING = "running"
+    PREPARED = "prepared"
+    DONE = "done"
+    FINISHED = "finished"
+    FAILED = "failed"
+    BROKEN = "broken"
+    REMOVED = "removed"
+
+
+class DatasetState(StrEnum):
+    """The data catalog's view of a dataset (JEDI's `state` column), distinct from its processing status."""
+
+    OPEN = "open"
+    CLOSED = "closed"
+    MUTABLE = "mutable"
+    MISSING = "missing"
+
+
+class FileStatus(StrEnum):
+    READY = "ready"
+    PENDING = "pending"
+    PICKED = "picked"
+    RUNNING = "running"
+    FINISHED = "finished"
+    FAILED = "failed"
+    LOST = "lost"
+    MISSING = "missing"
+    CANCELLED = "cancelled"
+    DEFINED = "defined"  # output rows at generation
+    MERGING = "merging"
+    NOTMERGED = "notmerged"
+    NOOUTPUT = "nooutput"
+
+
+class JobStatus(StrEnum):
+    DEFINED = "defined"
+    ASSIGNED = "assigned"
+    ACTIVATED = "activated"
+    SENT = "sent"
+    STARTING = "starting"
+    RUNNING = "running"
+    HOLDING = "holding"
+    TRANSFERRING = "transferring"
+    MERGING = "merging"
+    THROTTLED = "throttled"
+    FINISHED = "finished"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    CLOSED = "closed"
+
+
+JOB_FINAL = frozenset({JobStatus.FINISHED, JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.CLOSED})
+
+
+class CommandStatus(StrEnum):
+    """Outcome of an operator command in the task-command inbox/audit table."""
+
+    QUEUED = "queued"
+    DONE = "done"
+    REFUSED = "refused"
+    FAILED = "failed"
+
+
+class ResourceType(StrEnum):
+    SCORE = "SCORE"
+    MCORE = "MCORE"
+    SCORE_HIMEM = "SCORE_HIMEM"
+    MCORE_HIMEM = "MCORE_HIMEM"

@@ -1,0 +1,1 @@
+"""The store: tables, connections, leases and the named operations the engine calls."""

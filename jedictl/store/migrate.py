@@ -1,0 +1,57 @@
+"""Schema migrations, driven from `jedictl db ...` with no alembic.ini: the scripts ship in the package.
+
+An upgrade runs in one transaction (SQLite with BEGIN IMMEDIATE and transactional DDL; PostgreSQL under
+an advisory lock), so a failed or killed upgrade leaves the store as it was and two concurrent upgrades
+do not both apply the same step.
+"""
+
+from __future__ import annotations
+
+from alembic import command
+from alembic.config import Config
+from alembic.script import ScriptDirectory
+from sqlalchemy.exc import DBAPIError
+
+from jedictl.errors import BadInput, StoreUnavailable
+from jedictl.store.database import create_store_engine, mask_url, sqlite_path
+from jedictl.store.revisions import REVISIONS
+
+#: Arbitrary constant naming jedictl's migration lock on PostgreSQL.
+ADVISORY_LOCK_KEY = 0x6A656469
+
+
+def alembic_config() -> Config:
+    config = Config()
+    config.set_main_option("script_location", "jedictl.store:migrations")
+    return config
+
+
+def script_heads() -> tuple[str, ...]:
+    return tuple(ScriptDirectory.from_config(alembic_config()).get_heads())
+
+
+def upgrade(url: str, revision: str = "head", busy_timeout_s: float = 60.0, create: bool = True) -> None:
+    """Bring the store to `revision`; create the SQLite file when `create`."""
+    from sqlalchemy import make_url
+
+    if revision != "head" and revision not in REVISIONS:
+        raise BadInput(f"unknown revision {revision!r} (known: {', '.join(REVISIONS)})", "--revision")
+    path = sqlite_path(make_url(url))
+    if path is not None:
+        if not path.exists() and not create:
+            raise StoreUnavailable(f"store {path} does not exist; run `jedictl db init` to create it")
+        path.parent.mkdir(parents=True, exist_ok=True)
+    # SQLite batch migrations copy tables, which needs foreign keys off for the whole connection.
+    engine = create_store_engine(url, busy_timeout_s, foreign_keys=False)
+    config = alembic_config()
+    try:
+        with engine.begin() as conn:
+            if conn.dialect.name == "postgresql":
+                conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({ADVISORY_LOCK_KEY})")
+            config.attributes["connection"] = conn
+            command.upgrade(config, revision)
+    except DBAPIError as exc:
+        message = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
+        raise StoreUnavailable(f"store {mask_url(url)}: {mask_url(message)}") from exc
+    finally:
+        engine.dispose()

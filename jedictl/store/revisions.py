@@ -1,0 +1,8 @@
+"""The schema revisions this program knows, oldest first; the last is the one it needs.
+
+Kept as constants so that every command can check a store's revision with one SELECT instead of
+loading Alembic; `tests/store/test_migrations.py` checks them against the migration scripts.
+"""
+
+REVISIONS = ("0001", "0002")
+HEAD_REVISION = REVISIONS[-1]

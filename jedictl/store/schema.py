@@ -1,0 +1,556 @@
+"""The tables of the whole model (JEDI's tables plus the catalogs PanDA gets from elsewhere).
+
+Conventions:
+- Ids alias SQLite's rowid (`ID`) and are BIGSERIAL on PostgreSQL, so a job id can be bulk-fetched from
+  its sequence instead of `INSERT ... RETURNING` (performance.md, pitfall 1).
+- Times are naive UTC (`jedictl.clock`). No timestamp doubles as a flag: leases, waits and throttling have
+  their own columns (`lease_owner`/`lease_expires_at`, `wait_until`, `num_throttled`).
+- Typed options are JSON validated by `jedictl.engine.options`; the PanDA `splitRule` string is only an
+  export format.
+- Hot bulk columns (`files.job_id`, `job_files.file_id`) carry no foreign key: the constraint check
+  would be paid per row on the feeder/generator paths and the engine writes them in the same
+  transaction as the rows they point to.
+
+Changing anything here needs an Alembic revision in `migrations/versions`; a test checks that the
+migrations produce exactly these tables.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+# Constraint names are needed so SQLite batch migrations can drop and recreate them.
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+ID = BigInteger().with_variant(Integer(), "sqlite")
+NAME = String(256)
+LONG_NAME = String(512)
+STATUS = String(32)
+TIME = DateTime()
+
+
+def _id() -> Column:
+    return Column("id", ID, primary_key=True, autoincrement=True)
+
+
+def _lease() -> list[Column]:
+    return [Column("lease_owner", String(128)), Column("lease_expires_at", TIME)]
+
+
+# ---------------------------------------------------------------------------------------------- tasks
+
+tasks = Table(
+    "tasks",
+    metadata,
+    _id(),
+    Column("name", NAME, nullable=False),
+    Column("user_name", String(128), nullable=False),
+    # "user\nname" when uniqueTaskName is on; NULL otherwise (NULLs never collide), so the database
+    # itself refuses a concurrent duplicate submission.
+    Column("unique_name_key", String(400), unique=True),
+    Column("vo", String(32), nullable=False),
+    Column("prod_source_label", String(32), nullable=False),
+    Column("task_type", String(64), nullable=False),
+    Column("processing_type", String(64)),
+    Column("working_group", String(64)),
+    Column("country_group", String(32)),
+    Column("campaign", String(64)),
+    Column("req_id", BigInteger),
+    Column("status", STATUS, nullable=False),
+    Column("old_status", STATUS),
+    Column("error_dialog", Text),
+    Column("task_priority", Integer, nullable=False, default=0),
+    Column("current_priority", Integer, nullable=False, default=0),
+    Column("parent_id", ID, ForeignKey("tasks.id")),
+    Column("work_queue", String(64)),
+    Column("gshare", String(64)),
+    Column("resource_type", String(32)),
+    Column("cloud", String(64)),
+    Column("site", String(256)),
+    Column("nucleus", String(64)),
+    # Resource model: requested by the user, then refined by scouts (finalize).
+    Column("core_count", Integer),
+    Column("ram_count", Integer),
+    Column("ram_unit", String(32)),
+    Column("base_ram_count", Integer),
+    Column("walltime", Integer),
+    Column("walltime_unit", String(32)),
+    Column("base_walltime", Integer),
+    Column("cpu_time", Float),
+    Column("cpu_time_unit", String(32)),
+    Column("cpu_efficiency", Integer),
+    Column("out_disk_count", Float),
+    Column("out_disk_unit", String(32)),
+    Column("work_disk_count", Integer),
+    Column("work_disk_unit", String(32)),
+    Column("io_intensity", Float),
+    Column("io_intensity_unit", String(32)),
+    Column("disk_io", Float),
+    # Payload.
+    Column("trans_path", String(512)),
+    Column("trans_home", String(256)),
+    Column("trans_uses", String(256)),
+    Column("architecture", String(256)),
+    Column("container_name", LONG_NAME),
+    Column("source_url", String(1024)),
+    Column("request_type", String(64)),
+    Column("options", JSON, nullable=False),
+    Column("attempt_nr", Integer, nullable=False, default=0),
+    Column("num_throttled", Integer),
+    *_lease(),
+    Column("created_at", TIME, nullable=False),
+    Column("modified_at", TIME, nullable=False),
+    Column("state_changed_at", TIME, nullable=False),
+    Column("started_at", TIME),
+    Column("ended_at", TIME),
+    Column("frozen_at", TIME),  # entered pending (for the pending timeout)
+    Column("wait_until", TIME),  # do not act on the task before this (pending re-check, throttling)
+    Column("assessed_at", TIME),  # last scout assessment (early avalanche checks)
+    Index("ix_tasks_status_priority", "status", "current_priority"),
+    Index("ix_tasks_user_name", "user_name"),
+    Index("ix_tasks_parent_id", "parent_id"),
+)
+
+task_params = Table(
+    "task_params",
+    metadata,
+    Column("task_id", ID, ForeignKey("tasks.id", ondelete="CASCADE"), primary_key=True),
+    Column("format", String(16), nullable=False),  # "panda" | "spec"
+    Column("document", JSON, nullable=False),  # the submitted document, parsed
+    Column("unknown_keys", JSON, nullable=False),  # keys kept but not understood
+)
+
+task_status_history = Table(
+    "task_status_history",
+    metadata,
+    _id(),
+    Column("task_id", ID, ForeignKey("tasks.id", ondelete="CASCADE"), nullable=False),
+    Column("status", STATUS, nullable=False),
+    Column("previous_status", STATUS),
+    Column("reason", Text),
+    Column("changed_at", TIME, nullable=False),
+    Column("changed_by", String(128), nullable=False),
+    Index("ix_task_status_history_task", "task_id", "id"),
+)
+
+task_commands = Table(
+    "task_commands",
+    metadata,
+    _id(),
+    Column("task_id", ID, ForeignKey("tasks.id", ondelete="CASCADE"), nullable=False),
+    Column("command", String(32), nullable=False),
+    Column("qualifier", String(32)),
+    Column("parameters", JSON),
+    Column("comment", Text),
+    Column("requested_by", String(128), nullable=False),
+    Column("requested_at", TIME, nullable=False),
+    Column("status", String(16), nullable=False),  # model.CommandStatus
+    Column("outcome", Text),
+    Column("executed_at", TIME),
+    Column("executed_by", String(128)),
+    Index("ix_task_commands_status", "status", "id"),
+    Index("ix_task_commands_task", "task_id", "id"),
+)
+
+# ------------------------------------------------------------------------------------------ datasets
+
+datasets = Table(
+    "datasets",
+    metadata,
+    _id(),
+    Column("task_id", ID, ForeignKey("tasks.id", ondelete="CASCADE"), nullable=False),
+    Column("name", LONG_NAME, nullable=False),
+    Column("container_name", LONG_NAME),
+    Column("type", STATUS, nullable=False),  # model.DatasetType
+    Column("status", STATUS, nullable=False),
+    Column("state", STATUS),  # model.DatasetState: the catalog's view
+    Column("state_checked_at", TIME),
+    Column("master_id", ID, ForeignKey("datasets.id")),  # NULL: master; else the master it serves
+    Column("provenance_id", ID, ForeignKey("datasets.id")),  # output -> its unmerged twin
+    Column("stream_name", String(64)),
+    Column("attributes", JSON, nullable=False),  # engine.datasets.DatasetAttributes
+    Column("destination", String(128)),
+    Column("storage_token", String(128)),
+    Column("site", String(64)),
+    Column("n_files", BigInteger, nullable=False, default=0),
+    Column("n_files_to_be_used", BigInteger, nullable=False, default=0),
+    Column("n_files_used", BigInteger, nullable=False, default=0),
+    Column("n_files_finished", BigInteger, nullable=False, default=0),
+    Column("n_files_failed", BigInteger, nullable=False, default=0),
+    Column("n_files_on_hold", BigInteger, nullable=False, default=0),
+    Column("n_files_missing", BigInteger, nullable=False, default=0),
+    Column("n_events", BigInteger, nullable=False, default=0),
+    Column("n_events_to_be_used", BigInteger, nullable=False, default=0),
+    Column("n_events_used", BigInteger, nullable=False, default=0),
+    Column("created_at", TIME, nullable=False),
+    Column("modified_at", TIME, nullable=False),
+    Index("ix_datasets_task", "task_id", "type"),
+)
+
+# JEDI's dataset contents: one row per file (or per event range of a file) per dataset of a task.
+files = Table(
+    "files",
+    metadata,
+    _id(),
+    Column("task_id", ID, nullable=False),
+    Column("dataset_id", ID, ForeignKey("datasets.id", ondelete="CASCADE"), nullable=False),
+    Column("lfn", LONG_NAME, nullable=False),
+    Column("guid", String(64)),
+    Column("scope", String(64)),
+    Column("size", BigInteger),
+    Column("checksum", String(64)),
+    Column("type", STATUS, nullable=False),
+    Column("status", STATUS, nullable=False),
+    Column("attempt_nr", Integer, nullable=False, default=0),
+    Column("max_attempt", Integer),
+    Column("failed_attempt", Integer, nullable=False, default=0),
+    Column("max_failure", Integer),
+    Column("keep_track", Boolean, nullable=False, default=True),
+    Column("n_events", BigInteger),
+    Column("start_event", BigInteger),
+    Column("end_event", BigInteger),
+    Column("first_event", BigInteger),
+    Column("boundary_id", BigInteger),
+    Column("lumi_block_nr", BigInteger),
+    Column("job_id", BigInteger),  # the job using it (input) -- no FK, see module docstring
+    Column("out_job_id", BigInteger),  # the job that produced it (output)
+    Column("ram_count", Integer),  # per-file RAM override from the retry module
+    Column("created_at", TIME, nullable=False),
+    Column("last_attempt_at", TIME),
+    Index("ix_files_dataset_status", "dataset_id", "status", "id"),
+    Index("ix_files_task_status", "task_id", "status"),
+)
+
+output_templates = Table(
+    "output_templates",
+    metadata,
+    _id(),
+    Column("task_id", ID, ForeignKey("tasks.id", ondelete="CASCADE"), nullable=False),
+    Column("dataset_id", ID, ForeignKey("datasets.id", ondelete="CASCADE"), nullable=False),
+    Column("filename_template", LONG_NAME, nullable=False),
+    Column("serial_nr", BigInteger, nullable=False, default=1),  # the next serial number to hand out
+    Column("max_serial_nr", BigInteger),
+    Column("stream_name", String(64), nullable=False),
+    Column("out_type", STATUS, nullable=False),
+    Column("source_name", LONG_NAME),
+    Index("ix_output_templates_task", "task_id"),
+)
+
+job_param_templates = Table(
+    "job_param_templates",
+    metadata,
+    Column("task_id", ID, ForeignKey("tasks.id", ondelete="CASCADE"), primary_key=True),
+    Column("kind", String(16), primary_key=True),  # "job" | "merge"
+    Column("template", Text, nullable=False),
+)
+
+# ---------------------------------------------------------------------------------------------- jobs
+
+jobs = Table(
+    "jobs",
+    metadata,
+    _id(),  # PanDA's PandaID
+    Column("task_id", ID, ForeignKey("tasks.id", ondelete="CASCADE"), nullable=False),
+    Column("task_job_index", Integer, nullable=False),  # "12.3" is job 3 of task 12
+    Column("status", STATUS, nullable=False),
+    Column("sub_status", String(80)),
+    Column("kind", String(16), nullable=False, default="normal"),  # normal | merge
+    Column("is_scout", Boolean, nullable=False, default=False),
+    Column("attempt_nr", Integer, nullable=False, default=1),
+    Column("max_attempt", Integer),
+    Column("assigned_priority", Integer, nullable=False, default=0),
+    Column("current_priority", Integer, nullable=False, default=0),
+    Column("site", String(64)),
+    Column("cloud", String(64)),
+    Column("nucleus", String(64)),
+    Column("work_queue", String(64)),
+    Column("gshare", String(64)),
+    Column("resource_type", String(32)),
+    Column("prod_source_label", String(32)),
+    Column("processing_type", String(64)),
+    Column("vo", String(32)),
+    Column("working_group", String(64)),
+    Column("transformation", String(512)),
+    Column("job_parameters", Text),
+    Column("architecture", String(256)),
+    Column("trans_uses", String(256)),
+    Column("trans_home", String(256)),
+    Column("container_name", LONG_NAME),
+    Column("core_count", Integer),
+    Column("min_ram_count", Integer),  # MB, for the whole job
+    Column("max_walltime", Integer),  # s
+    Column("max_disk_count", Integer),  # MB
+    Column("max_cpu_count", BigInteger),
+    Column("executor", String(128)),  # who took it with `jobs dispatch`
+    Column("command_to_pilot", String(32)),
+    Column("error_source", String(32)),
+    Column("error_code", Integer),
+    Column("error_diag", Text),
+    Column("trans_exit_code", Integer),
+    Column("wall_time", Float),
+    Column("cpu_time", Float),
+    Column("max_pss", BigInteger),
+    Column("max_rss", BigInteger),
+    Column("n_events", BigInteger),
+    Column("n_input_files", Integer),
+    Column("input_bytes", BigInteger),
+    Column("output_bytes", BigInteger),
+    Column("created_at", TIME, nullable=False),
+    Column("modified_at", TIME, nullable=False),
+    Column("state_changed_at", TIME, nullable=False),
+    Column("dispatched_at", TIME),
+    Column("started_at", TIME),
+    Column("ended_at", TIME),
+    Column("heartbeat_at", TIME),
+    UniqueConstraint("task_id", "task_job_index"),
+    Index("ix_jobs_status_site", "status", "site"),
+)
+
+job_files = Table(
+    "job_files",
+    metadata,
+    _id(),
+    Column("job_id", ID, ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
+    Column("task_id", ID, nullable=False),
+    Column("dataset_id", ID, nullable=False),
+    Column("file_id", BigInteger),  # -- no FK, see module docstring
+    Column("lfn", LONG_NAME, nullable=False),
+    Column("type", STATUS, nullable=False),  # input | pseudo_input | output | log
+    Column("attempt_nr", Integer, nullable=False, default=0),
+    Column("status", STATUS, nullable=False),
+    Column("scope", String(64)),
+    Column("guid", String(64)),
+    Column("size", BigInteger),
+    Column("checksum", String(64)),
+    Column("destination", String(128)),
+    Index("ix_job_files_job", "job_id"),
+    Index("ix_job_files_file", "file_id"),
+)
+
+job_retry_history = Table(
+    "job_retry_history",
+    metadata,
+    _id(),
+    Column("task_id", ID, nullable=False),
+    Column("old_job_id", BigInteger, nullable=False),
+    Column("new_job_id", BigInteger, nullable=False),
+    Column("relation_type", String(16), nullable=False),  # retry | merge
+    Column("origin_job_id", BigInteger),
+    Column("created_at", TIME, nullable=False),
+    UniqueConstraint("old_job_id", "new_job_id", "relation_type"),
+    Index("ix_job_retry_history_task", "task_id"),
+)
+
+# ------------------------------------------------------------------------------- queues and shares
+
+work_queues = Table(
+    "work_queues",
+    metadata,
+    _id(),
+    Column("name", String(64), nullable=False),
+    Column("vo", String(32), nullable=False),
+    Column("queue_type", String(32), nullable=False),  # the prodSourceLabel it serves
+    Column("kind", String(16), nullable=False),  # normal | partition | sub
+    Column("partition_id", ID, ForeignKey("work_queues.id")),
+    Column("share", Float),
+    Column("queue_order", Integer),
+    Column("criteria", Text, nullable=False, default=""),  # parsed by engine.expressions, never executed
+    Column("variables", JSON),
+    Column("stretchable", Boolean, nullable=False, default=False),
+    Column("status", String(16), nullable=False, default="active"),
+    UniqueConstraint("name", "vo", "queue_type"),
+)
+
+global_shares = Table(
+    "global_shares",
+    metadata,
+    _id(),
+    Column("name", String(64), nullable=False, unique=True),
+    Column("parent_id", ID, ForeignKey("global_shares.id")),
+    Column("value", Float, nullable=False, default=0),
+    Column("prodsourcelabel", String(256)),
+    Column("workinggroup", String(256)),
+    Column("campaign", String(256)),
+    Column("processingtype", String(256)),
+    Column("transpath", String(256)),
+    Column("rtype", String(32)),
+    Column("vo", String(32)),
+    Column("throttled", Boolean, nullable=False, default=True),
+    Column("sort_order", Integer, nullable=False, default=0),
+)
+
+# ------------------------------------------------------------------------------ resource catalog
+# PanDA's schedconfig/CRIC, filled by `jedictl sites import`.
+
+nuclei = Table(
+    "nuclei",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("status", String(16), nullable=False, default="active"),
+    Column("cloud", String(64)),
+    Column("attributes", JSON, nullable=False),
+    Column("modified_at", TIME, nullable=False),
+)
+
+storage_endpoints = Table(
+    "storage_endpoints",
+    metadata,
+    Column("name", String(128), primary_key=True),
+    Column("kind", String(8), nullable=False),  # disk | tape
+    Column("nucleus", String(64), ForeignKey("nuclei.name")),
+    Column("free_gb", Float, nullable=False, default=0),
+    Column("total_gb", Float, nullable=False, default=0),
+    Column("blacklisted_read", Boolean, nullable=False, default=False),
+    Column("blacklisted_write", Boolean, nullable=False, default=False),
+    Column("attributes", JSON, nullable=False),
+    Column("modified_at", TIME, nullable=False),
+)
+
+sites = Table(
+    "sites",
+    metadata,
+    Column("name", String(64), primary_key=True),  # a PanDA queue
+    Column("status", String(16), nullable=False),  # online | brokeroff | offline | test
+    Column("cloud", String(64)),
+    Column("tier", Integer),
+    Column("nucleus", String(64), ForeignKey("nuclei.name")),
+    Column("core_count", Integer),
+    Column("core_power", Float),  # HS06 per core
+    Column("min_memory", Integer),  # MB
+    Column("max_memory", Integer),
+    Column("min_walltime", Integer),  # s
+    Column("max_walltime", Integer),
+    Column("max_scratch_mb", Integer),
+    Column("processing_types", JSON),  # allowed; null = any
+    Column("excluded_processing_types", JSON),
+    Column("releases", JSON),
+    Column("containers", JSON),
+    Column("max_running", Integer),
+    Column("max_queued", Integer),
+    Column("job_caps", JSON),  # per job type: {"managed": {"max_running": .., "max_queued": ..}}
+    Column("pilots_active", Boolean, nullable=False, default=True),
+    Column("direct_io", Boolean, nullable=False, default=False),
+    Column("transferring_limit", Integer),
+    Column("attributes", JSON, nullable=False),
+    Column("modified_at", TIME, nullable=False),
+)
+
+site_storage = Table(
+    "site_storage",
+    metadata,
+    Column("site", String(64), ForeignKey("sites.name", ondelete="CASCADE"), primary_key=True),
+    Column("endpoint", String(128), ForeignKey("storage_endpoints.name"), primary_key=True),
+    Column("role", String(8), primary_key=True),  # read | write
+)
+
+# ---------------------------------------------------------------------------------- data catalog
+# JEDI's DDM (Rucio), filled by `jedictl data import`.
+
+catalog_datasets = Table(
+    "catalog_datasets",
+    metadata,
+    _id(),
+    Column("name", LONG_NAME, nullable=False, unique=True),
+    Column("scope", String(64)),
+    Column("kind", String(16), nullable=False),  # dataset | container
+    Column("state", String(16), nullable=False),  # open | closed
+    Column("attributes", JSON, nullable=False),
+    Column("created_at", TIME, nullable=False),
+    Column("modified_at", TIME, nullable=False),
+)
+
+catalog_container_members = Table(
+    "catalog_container_members",
+    metadata,
+    Column("container_id", ID, ForeignKey("catalog_datasets.id", ondelete="CASCADE"), primary_key=True),
+    Column("dataset_id", ID, ForeignKey("catalog_datasets.id", ondelete="CASCADE"), primary_key=True),
+)
+
+catalog_files = Table(
+    "catalog_files",
+    metadata,
+    _id(),
+    Column("dataset_id", ID, ForeignKey("catalog_datasets.id", ondelete="CASCADE"), nullable=False),
+    Column("scope", String(64)),
+    Column("lfn", LONG_NAME, nullable=False),
+    Column("guid", String(64)),
+    Column("size", BigInteger),
+    Column("checksum", String(64)),
+    Column("n_events", BigInteger),
+    Column("run", BigInteger),
+    Column("lumi_blocks", JSON),
+    Column("created_at", TIME, nullable=False),
+    UniqueConstraint("dataset_id", "lfn"),
+)
+
+catalog_replicas = Table(
+    "catalog_replicas",
+    metadata,
+    Column("dataset_id", ID, ForeignKey("catalog_datasets.id", ondelete="CASCADE"), primary_key=True),
+    Column("endpoint", String(128), ForeignKey("storage_endpoints.name"), primary_key=True),
+    Column("complete", Boolean, nullable=False, default=True),
+)
+
+# Files present at an endpoint whose dataset replica is incomplete.
+catalog_file_replicas = Table(
+    "catalog_file_replicas",
+    metadata,
+    Column("file_id", ID, ForeignKey("catalog_files.id", ondelete="CASCADE"), primary_key=True),
+    Column("endpoint", String(128), ForeignKey("storage_endpoints.name"), primary_key=True),
+)
+
+# --------------------------------------------------------------------------------------- retry rules
+# PanDA's retryerrors/retryactions.
+
+retry_rules = Table(
+    "retry_rules",
+    metadata,
+    _id(),
+    Column("error_source", String(32), nullable=False),
+    Column("error_code", Integer, nullable=False),
+    Column("message_pattern", Text),
+    Column("action", String(32), nullable=False),
+    Column("parameters", JSON, nullable=False),
+    Column("vo", String(32)),
+    Column("prod_source_label", String(32)),
+    Column("architecture", String(256)),
+    Column("release", String(256)),
+    Column("work_queue", String(64)),
+    Column("active", Boolean, nullable=False, default=True),
+    Column("description", Text),
+    Column("expires_at", TIME),
+    Index("ix_retry_rules_error", "error_source", "error_code"),
+)
+
+#: Tables of each migration step, in creation order (used by the migrations and their test).
+TASK_MODEL_TABLES = [
+    tasks, task_params, task_status_history, task_commands, datasets, files, output_templates,
+    job_param_templates, jobs, job_files, job_retry_history, work_queues, global_shares,
+]
+CATALOG_TABLES = [
+    nuclei, storage_endpoints, sites, site_storage, catalog_datasets, catalog_container_members,
+    catalog_files, catalog_replicas, catalog_file_replicas, retry_rules,
+]
