@@ -195,7 +195,7 @@ _DEFAULT_WORK_QUEUES: list[dict[str, Any]] = [
 ]
 
 _DEFAULT_GLOBAL_SHARES: list[dict[str, Any]] = [
-    {"name": "Express", "value": 10},
+    {"name": "Express", "value": 10, "processingtype": "urgent|express"},
     {"name": "Test", "value": 5, "prodsourcelabel": "test|prod_test|ptest"},
     {"name": "Production", "value": 60, "children": [
         {"name": "MC Simulation", "value": 50, "prodsourcelabel": "managed", "processingtype": "simul|evgen"},

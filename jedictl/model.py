@@ -6,7 +6,9 @@ so that `engine` and `store` can both import them without importing each other.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 
 class TaskStatus(StrEnum):
@@ -138,3 +140,21 @@ class ResourceType(StrEnum):
     MCORE = "MCORE"
     SCORE_HIMEM = "SCORE_HIMEM"
     MCORE_HIMEM = "MCORE_HIMEM"
+
+
+@dataclass(frozen=True)
+class NewDataset:
+    """A dataset row the refiner wants written; `key` links masters and provenance before ids exist."""
+
+    key: int
+    name: str
+    type: str
+    stream_name: str
+    attributes: dict[str, Any] = field(default_factory=dict)
+    container_name: str | None = None
+    master_key: int | None = None
+    provenance_key: int | None = None
+    destination: str | None = None
+    storage_token: str | None = None
+    file_template: str | None = None  # outputs and logs: one output-template row
+    serial_nr: int = 1

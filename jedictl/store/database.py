@@ -11,7 +11,6 @@ PostgreSQL: psycopg 3. Safety under concurrency comes from guarded UPDATEs and `
 from __future__ import annotations
 
 import contextlib
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -22,14 +21,10 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 from sqlalchemy.pool import NullPool
 
 from jedictl.errors import SchemaMismatch, StoreUnavailable
+from jedictl.redact import mask_url
 from jedictl.store.revisions import HEAD_REVISION, REVISIONS
 
 _READ_ONLY = "jedictl_read_only"
-
-
-def mask_url(url: str) -> str:
-    """The URL with any password replaced, for messages and `config show`."""
-    return re.sub(r"(://[^:/@]+:)([^@]*)(@)", r"\1***\3", url)
 
 
 def sqlite_path(url: URL) -> Path | None:

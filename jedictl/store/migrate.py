@@ -13,7 +13,8 @@ from alembic.script import ScriptDirectory
 from sqlalchemy.exc import DBAPIError
 
 from jedictl.errors import BadInput, StoreUnavailable
-from jedictl.store.database import create_store_engine, mask_url, sqlite_path
+from jedictl.redact import mask_url
+from jedictl.store.database import create_store_engine, sqlite_path
 from jedictl.store.revisions import REVISIONS
 
 #: Arbitrary constant naming jedictl's migration lock on PostgreSQL.

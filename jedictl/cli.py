@@ -1,0 +1,65 @@
+"""The root command: global options and the explicit list of commands.
+
+Only Typer and the command modules are imported here; each command imports the engine and the store
+inside its body, so `jedictl --help` and shell completion never load SQLAlchemy or touch a store.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from jedictl import __version__
+from jedictl.commands import config_cmd, db, refine, submit, task
+from jedictl.commands._common import (
+    ConfigOpt,
+    DbOpt,
+    NowOpt,
+    OutputOpt,
+    QuietOpt,
+    RootOptions,
+    VerboseOpt,
+)
+
+app = typer.Typer(
+    name="jedictl",
+    help="PanDA JEDI's agents as one program: submit tasks, turn them into jobs, follow them to the end.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"jedictl {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    ctx: typer.Context,
+    db: DbOpt = None,
+    config: ConfigOpt = None,
+    output: OutputOpt = None,
+    now: NowOpt = None,
+    verbose: VerboseOpt = 0,
+    quiet: QuietOpt = False,
+    version: Annotated[Optional[bool], typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")] = None,
+) -> None:
+    # Only collect: this runs before a subcommand's --help, which must work with the store down.
+    ctx.obj = RootOptions(db=db, config=config, output=output.value if output else None, now=now, verbose=verbose, quiet=quiet)
+
+
+# Agents (one pass each), in pipeline order.
+app.command("submit")(submit.submit)
+app.command("refine")(refine.refine)
+# Inspection and administration.
+app.add_typer(task.app, name="task")
+app.add_typer(db.app, name="db")
+app.add_typer(config_cmd.app, name="config")
+
+
+def main() -> None:
+    app()

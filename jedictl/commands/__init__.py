@@ -1,0 +1,1 @@
+"""One module per command or command group; `jedictl.cli` registers them explicitly."""

@@ -1,0 +1,212 @@
+"""What every command shares: the global options, the per-invocation context, and the error funnel.
+
+Global options (`--db`, `--config`, `--output`, `--now`, `-v`, `-q`) are accepted before the command
+(`jedictl --db X feed`) and after it (`jedictl feed --db X`): each command re-declares them from the
+aliases below, and `context()` merges both places, the later one winning.
+
+Nothing here imports SQLAlchemy or the engine at import time, so `--help` and completion stay fast and
+never touch the store.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import socket
+import sys
+import traceback
+import uuid
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional, Sequence, TypeVar
+
+import typer
+
+from jedictl.config import ENV_VERBOSE, LoadedSettings, load_settings
+from jedictl.errors import JedictlError
+from jedictl.redact import mask_url
+
+if TYPE_CHECKING:
+    from jedictl.clock import Clock
+    from jedictl.store.database import Store
+
+GLOBAL_PANEL = "Global options (also accepted before the command)"
+
+
+class OutputFormat(str, Enum):
+    table = "table"
+    json = "json"
+    yaml = "yaml"
+    tsv = "tsv"
+
+
+DbOpt = Annotated[
+    Optional[str],
+    typer.Option("--db", metavar="URL", help="Store: a SQLite path or a URL (postgresql+psycopg://...). [env: JEDICTL_DB]", rich_help_panel=GLOBAL_PANEL, show_default=False),
+]
+ConfigOpt = Annotated[
+    Optional[str],
+    typer.Option("--config", metavar="FILE", help="YAML configuration file. [env: JEDICTL_CONFIG]", rich_help_panel=GLOBAL_PANEL, show_default=False),
+]
+OutputOpt = Annotated[
+    Optional[OutputFormat],
+    typer.Option("--output", "-o", help="Output format. [env: JEDICTL_OUTPUT]", rich_help_panel=GLOBAL_PANEL, show_default=False),
+]
+NowOpt = Annotated[
+    Optional[str],
+    typer.Option("--now", metavar="TIME", help="Act as if it were TIME (ISO-8601 UTC), for tests and replays. [env: JEDICTL_NOW]", rich_help_panel=GLOBAL_PANEL, show_default=False),
+]
+VerboseOpt = Annotated[
+    int, typer.Option("--verbose", "-v", count=True, help="More detail; -vv shows tracebacks.", rich_help_panel=GLOBAL_PANEL)
+]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Print only results and errors.", rich_help_panel=GLOBAL_PANEL)]
+
+
+@dataclass
+class RootOptions:
+    """The global options as given before the command (stored in `ctx.obj` by the root callback)."""
+
+    db: str | None = None
+    config: str | None = None
+    output: str | None = None
+    now: str | None = None
+    verbose: int = 0
+    quiet: bool = False
+
+
+@dataclass
+class AppContext:
+    """Everything a command needs for one invocation; the store is opened only when first asked for."""
+
+    loaded: LoadedSettings
+    quiet: bool
+    _store: "Store | None" = field(default=None, repr=False)
+    owner: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}")
+
+    @property
+    def settings(self):  # noqa: ANN201 - jedictl.config.Settings
+        return self.loaded.settings
+
+    @property
+    def output(self) -> str:
+        return self.settings.output
+
+    @property
+    def verbose(self) -> int:
+        return self.settings.verbose
+
+    @property
+    def clock(self) -> "Clock":
+        from jedictl.clock import Clock, parse_time
+
+        if self.settings.now:
+            try:
+                return Clock(parse_time(self.settings.now))
+            except ValueError as exc:
+                from jedictl.errors import BadInput
+
+                raise BadInput(f"{self.settings.now!r} is not an ISO-8601 time", "--now") from exc
+        return Clock()
+
+    def store(self, check_schema: bool = True) -> "Store":
+        if self._store is None:
+            from jedictl.store.database import open_store
+
+            self._store = open_store(self.settings.db, self.settings.sqlite_busy_timeout_s, check_schema=check_schema)
+        return self._store
+
+    def emit(self, data: Any, columns: Sequence[str] | None = None, title: str | None = None) -> None:
+        from jedictl.output import render
+
+        render(data, self.output, columns=columns, title=title)
+
+    def note(self, message: str) -> None:
+        """A human remark on stderr (never mixed into results on stdout); silent with -q."""
+        if not self.quiet:
+            typer.echo(message, err=True)
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+
+
+def context(
+    ctx: typer.Context,
+    *,
+    db: str | None = None,
+    config: str | None = None,
+    output: OutputFormat | None = None,
+    now: str | None = None,
+    verbose: int = 0,
+    quiet: bool = False,
+) -> AppContext:
+    """Merge the global options given before and after the command and load the settings."""
+    root = _root_options(ctx)
+    total_verbose = root.verbose + verbose
+    quiet = root.quiet or quiet
+    flags = {
+        "db": db or root.db,
+        "output": (output.value if output else None) or root.output,
+        "now": now or root.now,
+        "verbose": total_verbose or None,
+    }
+    _Funnel.verbose = max(_Funnel.verbose, total_verbose)
+    loaded = load_settings(flags, config_path=config or root.config)
+    _Funnel.verbose = loaded.settings.verbose
+    app = AppContext(loaded=loaded, quiet=quiet)
+    ctx.call_on_close(app.close)
+    return app
+
+
+def _root_options(ctx: typer.Context) -> RootOptions:
+    node: typer.Context | None = ctx
+    while node is not None:
+        if isinstance(node.obj, RootOptions):
+            return node.obj
+        node = node.parent
+    return RootOptions()
+
+
+def _env_verbose() -> int:
+    text = os.environ.get(ENV_VERBOSE, "").strip()
+    return int(text) if text.isdigit() else 0
+
+
+class _Funnel:
+    """Verbosity known to the error funnel: the environment's until the command's options are merged."""
+
+    verbose = _env_verbose()
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def handle_errors(func: F) -> F:
+    """The one error funnel: a JedictlError becomes one line on stderr and its exit code.
+
+    Anything unexpected is reported as an internal error (exit 1) with the traceback only at -vv, so
+    store URLs or parameters never spill into cron mail by accident.
+    """
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except (typer.Exit, typer.Abort):
+            raise
+        except JedictlError as exc:
+            if _Funnel.verbose >= 2:
+                traceback.print_exc(file=sys.stderr)
+            typer.echo(f"jedictl: error: {exc}", err=True)
+            raise typer.Exit(exc.exit_code) from None
+        except KeyboardInterrupt:
+            typer.echo("jedictl: interrupted", err=True)
+            raise typer.Exit(130) from None
+        except Exception as exc:  # noqa: BLE001 - the funnel is the last line of defence
+            if _Funnel.verbose >= 2:
+                traceback.print_exc(file=sys.stderr)
+            message = mask_url(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+            typer.echo(f"jedictl: internal error: {type(exc).__name__}: {message} (run with -vv for the traceback)", err=True)
+            raise typer.Exit(1) from None
+
+    return wrapper  # type: ignore[return-value]

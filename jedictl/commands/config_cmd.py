@@ -1,0 +1,31 @@
+"""`jedictl config show`: the effective settings and where each came from."""
+
+from __future__ import annotations
+
+import typer
+
+from jedictl.commands._common import ConfigOpt, DbOpt, NowOpt, OutputOpt, QuietOpt, VerboseOpt, context, handle_errors
+
+app = typer.Typer(help="Inspect the configuration.", no_args_is_help=True)
+
+
+@app.command("show")
+@handle_errors
+def show(
+    ctx: typer.Context,
+    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
+    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
+) -> None:
+    """Print every setting with its value and source (default, file, env or flag); passwords masked."""
+    app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    from jedictl.config import default_config_path, describe
+    from jedictl.redact import mask_url
+
+    rows = describe(app_ctx.loaded)
+    for row in rows:
+        if row["key"] == "db":
+            row["value"] = mask_url(row["value"])
+    path = app_ctx.loaded.config_path
+    app_ctx.note(f"config file: {path if path else f'none (would be read from {default_config_path()})'}")
+    columns = ["key", "value", "source", "help"] if app_ctx.verbose else ["key", "value", "source"]
+    app_ctx.emit(rows, columns=columns)

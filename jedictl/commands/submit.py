@@ -1,0 +1,63 @@
+"""`jedictl submit FILE|-`: register a task from a jedictl task spec or PanDA task parameters."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from jedictl.commands._common import ConfigOpt, DbOpt, NowOpt, OutputOpt, QuietOpt, VerboseOpt, context, handle_errors
+
+
+@handle_errors
+def submit(
+    ctx: typer.Context,
+    source: Annotated[str, typer.Argument(metavar="FILE|-", help="Task spec or PanDA task parameters (YAML or JSON); - reads stdin.")],
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate and print the normalised task; write nothing.")] = False,
+    user: Annotated[Optional[str], typer.Option("--user", help="Owner of the task (default: the spec's, else your login name).")] = None,
+    priority: Annotated[Optional[int], typer.Option("--priority", help="Task priority (overrides the spec).")] = None,
+    parent: Annotated[Optional[int], typer.Option("--parent", metavar="TASK_ID", help="Parent task this one waits for.", min=1)] = None,
+    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
+    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
+) -> None:
+    """Validate a task and store it as `registered` (the refiner takes it from there).
+
+    The format is detected: PanDA task parameters (as written by prun/pathena) have `taskName` and
+    `jobParameters`; anything else is read as a jedictl task spec (docs/task-spec.md).
+    """
+    app = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    from jedictl.engine.submission import load_document, parse_definition, register_task
+    from jedictl.errors import BadInput
+
+    if source == "-":
+        text, name = sys.stdin.read(), "stdin"
+    else:
+        try:
+            with open(source, encoding="utf-8") as handle:
+                text, name = handle.read(), source
+        except (OSError, UnicodeDecodeError) as exc:
+            raise BadInput(f"cannot read the file ({getattr(exc, 'strerror', None) or exc})", source) from exc
+    document = load_document(text, name)
+    definition = parse_definition(
+        document, user=user, default_user=_login_name(), priority=priority, parent_id=parent,
+        analysis_priority=app.settings.refine.analysis_priority,
+    )
+    if definition.unknown_keys and app.verbose:
+        app.note(f"kept but not used by jedictl: {', '.join(definition.unknown_keys)}")
+    if dry_run:
+        app.emit(definition.summary())
+        return
+    store = app.store()
+    with store.begin() as conn:
+        task_id = register_task(conn, definition, document, app.clock.now(), app.owner)
+    app.emit({"task_id": task_id, "status": "registered"})
+
+
+def _login_name() -> str:
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry in some containers
+        return "unknown"

@@ -1,0 +1,56 @@
+"""`jedictl task list|show`: inspect tasks."""
+
+from __future__ import annotations
+
+from typing import Annotated, List, Optional
+
+import typer
+
+from jedictl.commands._common import ConfigOpt, DbOpt, NowOpt, OutputOpt, QuietOpt, VerboseOpt, context, handle_errors
+
+app = typer.Typer(help="Inspect tasks.", no_args_is_help=True)
+
+LIST_COLUMNS = ["task_id", "name", "user", "status", "priority", "work_queue", "gshare", "modified_at"]
+
+
+@app.command("list")
+@handle_errors
+def list_(
+    ctx: typer.Context,
+    status: Annotated[Optional[List[str]], typer.Option("--status", help="Only tasks in this status (repeatable).")] = None,
+    user: Annotated[Optional[str], typer.Option("--user", help="Only tasks of this user.")] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many tasks, newest first.")] = 100,
+    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
+    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
+) -> None:
+    """List tasks, newest first."""
+    app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    from jedictl.engine.inspect import list_tasks
+
+    with app_ctx.store().read() as conn:
+        rows = list_tasks(conn, status or (), user, limit)
+    app_ctx.emit(rows, columns=LIST_COLUMNS)
+
+
+@app.command("show")
+@handle_errors
+def show(
+    ctx: typer.Context,
+    task_id: Annotated[int, typer.Argument(metavar="TASK_ID", help="The task.")],
+    split_rule: Annotated[bool, typer.Option("--split-rule", help="Print only the equivalent PanDA splitRule string.")] = False,
+    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
+    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
+) -> None:
+    """Show one task: options, resources, datasets with counters, templates and status history."""
+    app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    from jedictl.engine.inspect import task_details
+
+    with app_ctx.store().read() as conn:
+        details = task_details(conn, task_id)
+    if split_rule:
+        if app_ctx.output == "table":
+            typer.echo(details["split_rule"])
+        else:
+            app_ctx.emit({"task_id": task_id, "split_rule": details["split_rule"]})
+        return
+    app_ctx.emit(details)

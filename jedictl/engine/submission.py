@@ -1,0 +1,92 @@
+"""Reading a submitted document and turning it into a TaskDefinition, whichever format it is in."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from datetime import datetime
+from typing import Any
+
+import yaml
+
+from jedictl.engine.panda_params import is_panda_params, parse_panda_params
+from jedictl.engine.task_spec import parse_task_spec
+from jedictl.engine.taskdef import USER_RE, TaskDefinition
+from jedictl.errors import BadInput, NotFound
+
+MAX_DOCUMENT_BYTES = 10 * 1024 * 1024
+
+
+def load_document(text: str, source: str) -> dict[str, Any]:
+    """Parse JSON or YAML text into a mapping; syntax errors name the line."""
+    if len(text.encode("utf-8", "replace")) > MAX_DOCUMENT_BYTES:
+        raise BadInput(f"is larger than {MAX_DOCUMENT_BYTES // (1024 * 1024)} MB", source)
+    stripped = text.lstrip()
+    if stripped.startswith("{") or stripped.startswith("["):
+        try:
+            document = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise BadInput(f"line {exc.lineno} column {exc.colno}: {exc.msg} (invalid JSON)", source) from exc
+    else:
+        try:
+            document = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            problem = getattr(exc, "problem", None) or "invalid YAML"
+            where = f"line {mark.line + 1} column {mark.column + 1}: " if mark is not None else ""
+            raise BadInput(f"{where}{problem} (invalid YAML)", source) from exc
+    if not isinstance(document, dict):
+        raise BadInput("must hold a mapping (a task spec or PanDA task parameters)", source)
+    return document
+
+
+def parse_definition(
+    document: dict[str, Any],
+    *,
+    user: str | None,
+    default_user: str,
+    priority: int | None = None,
+    parent_id: int | None = None,
+    analysis_priority: int = 1000,
+) -> TaskDefinition:
+    """Detect the format and parse. The owner is `user` (--user), else the document's, else `default_user`."""
+    if user and not USER_RE.match(user):
+        raise BadInput("must be letters, digits and . _ @ -", "--user")
+    parse = parse_panda_params if is_panda_params(document) else parse_task_spec
+    definition = parse(document, user=user or "", priority=priority, parent_id=parent_id, analysis_priority=analysis_priority)
+    if not definition.user_name:
+        definition = dataclasses.replace(definition, user_name=default_user)
+    if not USER_RE.match(definition.user_name):
+        raise BadInput("the task's user must be letters, digits and . _ @ -", "user")
+    return definition
+
+
+def task_row(definition: TaskDefinition) -> dict[str, Any]:
+    """Column values of a newly submitted task (resource model and queues are the refiner's job)."""
+    from jedictl.store.tasks import unique_key
+
+    return {
+        "name": definition.name, "user_name": definition.user_name,
+        "unique_name_key": unique_key(definition.user_name, definition.name) if definition.unique_name else None,
+        "vo": definition.vo, "prod_source_label": definition.prod_source_label, "task_type": definition.task_type,
+        "processing_type": definition.processing_type, "working_group": definition.working_group,
+        "country_group": definition.country_group, "campaign": definition.campaign, "req_id": definition.req_id,
+        "task_priority": definition.task_priority, "current_priority": definition.task_priority,
+        "parent_id": definition.parent_id, "cloud": definition.cloud, "site": definition.site, "nucleus": definition.nucleus,
+        "trans_path": definition.trans_path, "trans_home": definition.trans_home, "trans_uses": definition.trans_uses,
+        "architecture": definition.architecture, "container_name": definition.container_name,
+        "source_url": definition.source_url, "options": definition.options.as_dict(), "attempt_nr": 0,
+    }
+
+
+def register_task(conn, definition: TaskDefinition, document: dict[str, Any], now: datetime, by: str) -> int:  # noqa: ANN001
+    """Store a validated definition as a `registered` task (JEDI's task-parameter insertion)."""
+    from jedictl.store import tasks as task_store
+
+    if definition.parent_id is not None and task_store.parent_status(conn, definition.parent_id) is None:
+        raise NotFound(f"parent task {definition.parent_id} does not exist", "parent")
+    if definition.unique_name:
+        existing = task_store.find_same_name(conn, definition.user_name, definition.name)
+        if existing is not None:
+            raise BadInput(f"task {existing.id} ({existing.status}) already has this name for user {definition.user_name}", "name")
+    return task_store.insert_task(conn, task_row(definition), document, definition.format, definition.unknown_keys, now, by)
