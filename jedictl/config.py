@@ -46,7 +46,8 @@ class LeaseSettings:
 
 @dataclass(frozen=True)
 class RefineSettings:
-    limit: int = _s(100, "tasks refined per pass", "taskrefine: 10 per thread batch")
+    limit: int = _s(100, "tasks refined per pass", "")
+    batch_size: int = _s(10, "tasks claimed at a time within a pass", "taskrefine: 10 per thread batch")
     default_ram_count: int = _s(2000, "RAM per core (MB) when a task gives none", "GenTaskRefiner default ramCount")
     default_ram_unit: str = _s("MBPerCore", "unit of the default RAM", "GenTaskRefiner")
     default_base_walltime: int = _s(600, "baseWalltime (s) when a task gives none", "extractCommon")
@@ -360,7 +361,7 @@ def _flatten(document: Mapping[str, Any], prefix: str = "") -> list[tuple[str, A
     items: list[tuple[str, Any]] = []
     for key, value in document.items():
         dotted = f"{prefix}{key}"
-        if isinstance(value, Mapping) and dotted not in _OPAQUE:
+        if isinstance(value, Mapping) and value and dotted not in _OPAQUE:
             items.extend(_flatten(value, dotted + "."))
         else:
             items.append((dotted, value))

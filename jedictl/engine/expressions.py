@@ -11,7 +11,7 @@ text is tokenised and parsed into a tree that can only compare task attributes w
                | IS [NOT] NULL
     value := 'string' | "string" | number | :bind
 
-`LIKE` has SQL semantics (`%` any run, `_` one character), compiled to an anchored regex with every
+`LIKE` has SQL semantics (`%` any run, `_` one character, `\\` escapes), compiled to an anchored regex with every
 other character escaped. Attribute names are checked against a known list at parse time; a missing
 attribute behaves like SQL NULL (every comparison false, IS NULL true). Bind variables (`:p1`) take
 their values from the queue's `variables` (JEDI's `p1:evgen,p2:simul`).
@@ -170,9 +170,14 @@ def _as_number(value: Any) -> float | None:
 
 
 def like_to_regex(pattern: str) -> re.Pattern[str]:
+    """SQL LIKE as an anchored regex; a backslash makes the next character literal (PostgreSQL's escape)."""
     parts = []
-    for char in pattern:
-        parts.append(".*" if char == "%" else "." if char == "_" else re.escape(char))
+    chars = iter(pattern)
+    for char in chars:
+        if char == "\\":
+            parts.append(re.escape(next(chars, "\\")))
+        else:
+            parts.append(".*" if char == "%" else "." if char == "_" else re.escape(char))
     return re.compile("".join(parts), re.DOTALL)
 
 
@@ -218,6 +223,8 @@ class _Parser:
         return False
 
     def _expect(self, kind: str, value: str) -> None:
+        if self._peek() is None:
+            raise BadInput(f"ends too early: expected {value!r}", self.path)
         token = self._take()
         if token != (kind, value):
             raise BadInput(f"expected {value!r}, found {token[1]!r}", self.path)

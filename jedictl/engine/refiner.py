@@ -245,21 +245,29 @@ def refine_pass(store, settings: Settings, owner: str, now: datetime, limit: int
     catalog = Catalog.from_settings(settings)  # bad configuration: exit 2 before touching anything
     report = PassReport("refine")
     waiting_on_parent = (tasks.c.status == TaskStatus.PENDING.value) & (tasks.c.old_status == TaskStatus.REGISTERED.value)
-    with store.begin() as conn:
-        ids = leases.claim(
-            conn, tasks, (tasks.c.status == TaskStatus.REGISTERED.value) | waiting_on_parent,
-            [tasks.c.id], owner, now, settings.lease.seconds, limit or settings.refine.limit,
-        )
-    for task_id in ids:
-        try:
-            outcome, reason = _refine_one(store, task_id, catalog, settings, owner, now)
-            report.add(outcome, task_id=task_id, reason=reason)
-        except LeaseLost as exc:
-            report.add("skipped", task_id=task_id, reason=str(exc))
-        except Exception as exc:  # noqa: BLE001 - one task's failure must not stop the pass
-            with store.begin() as conn:
-                leases.release(conn, tasks, task_id, owner)
-            report.add("error", task_id=task_id, reason=f"{type(exc).__name__}: {exc}")
+    budget = limit or settings.refine.limit
+    seen: set[int] = set()
+    while budget > 0:
+        # Claim a small batch at a time so that concurrent refiners share the work.
+        with store.begin() as conn:
+            ids = leases.claim(
+                conn, tasks, ((tasks.c.status == TaskStatus.REGISTERED.value) | waiting_on_parent) & tasks.c.id.notin_(seen),
+                [tasks.c.id], owner, now, settings.lease.seconds, min(budget, settings.refine.batch_size),
+            )
+        if not ids:
+            break
+        budget -= len(ids)
+        seen.update(ids)
+        for task_id in ids:
+            try:
+                outcome, reason = _refine_one(store, task_id, catalog, settings, owner, now)
+                report.add(outcome, task_id=task_id, reason=reason)
+            except LeaseLost as exc:
+                report.add("skipped", task_id=task_id, reason=str(exc))
+            except Exception as exc:  # noqa: BLE001 - one task's failure must not stop the pass
+                with store.begin() as conn:
+                    leases.release(conn, tasks, task_id, owner)
+                report.add("error", task_id=task_id, reason=f"{type(exc).__name__}: {exc}")
     return report
 
 

@@ -148,13 +148,14 @@ def write_refinement(
     ids: dict[int, int] = {}
     pending = list(new_datasets)
     while pending:
-        # Insert a dataset once the datasets it points to (master, provenance) have ids.
-        ready = [d for d in pending if all(ref is None or ref in ids for ref in (d.master_key, d.provenance_key))]
-        if not ready:
+        # Sweep in the planned order, deferring a dataset until those it points to have ids.
+        before = len(pending)
+        for dataset in list(pending):
+            if all(ref is None or ref in ids for ref in (dataset.master_key, dataset.provenance_key)):
+                ids[dataset.key] = _insert_dataset(conn, task_id, dataset, ids, now)
+                pending.remove(dataset)
+        if len(pending) == before:
             raise ValueError(f"task {task_id}: dataset references form a cycle")
-        for dataset in ready:
-            ids[dataset.key] = _insert_dataset(conn, task_id, dataset, ids, now)
-        pending = [d for d in pending if d.key not in ids]
     for kind, template in job_templates.items():
         conn.execute(insert(job_param_templates).values(task_id=task_id, kind=kind, template=template))
 

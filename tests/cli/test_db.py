@@ -1,0 +1,60 @@
+"""`jedictl db init|upgrade|current` and the schema check every other command makes."""
+
+from __future__ import annotations
+
+from jedictl.store.revisions import HEAD_REVISION, REVISIONS
+
+
+def test_init_creates_the_store_once(cli, store_url):
+    created = cli.json("db", "init", db=store_url)
+    assert (created["revision"], created["action"]) == (HEAD_REVISION, "created")
+    assert cli.json("db", "init", db=store_url)["action"] == "unchanged"
+    current = cli.json("db", "current", db=store_url)
+    assert current == {"store": current["store"], "revision": HEAD_REVISION, "head": HEAD_REVISION, "up_to_date": True}
+
+
+def test_an_older_store_is_refused_until_upgraded(cli, store_url):
+    from jedictl.store.migrate import upgrade
+
+    old = REVISIONS[0]
+    upgrade(store_url, old)
+    assert cli.json("db", "current", db=store_url)["revision"] == old
+    for args in (["task", "list"], ["refine"], ["task", "show", "1"]):
+        result = cli(*args, db=store_url, code=3)
+        assert result.stderr.strip() == (
+            f"jedictl: error: the store's schema is at revision {old}, this jedictl needs {HEAD_REVISION}; run `jedictl db upgrade`"
+        )
+    assert "run `jedictl db upgrade`" in cli("db", "init", db=store_url, code=3).stderr
+    result = cli.json("db", "upgrade", db=store_url)
+    assert (result["from_revision"], result["to_revision"]) == (old, HEAD_REVISION)
+    assert cli.json("task", "list", db=store_url) == []
+
+
+def test_upgrade_needs_an_existing_sqlite_store(cli, tmp_path):
+    result = cli("db", "upgrade", db=str(tmp_path / "none.db"), code=3)
+    assert "does not exist; run `jedictl db init`" in result.stderr
+    assert not (tmp_path / "none.db").exists()
+
+
+def test_missing_sqlite_store_is_exit_3_without_creating_it(cli, tmp_path):
+    path = tmp_path / "missing.db"
+    result = cli("task", "list", db=str(path), code=3)
+    assert result.stderr.strip() == f"jedictl: error: store {path} does not exist; run `jedictl db init` to create it"
+    assert not path.exists()
+
+
+def test_unreachable_postgres_is_exit_3_with_masked_password(cli):
+    result = cli("task", "list", db="postgresql+psycopg://jedi:s3cret@127.0.0.1:1/none?connect_timeout=2", code=3)
+    line = result.stderr.strip()
+    assert line.startswith("jedictl: error: store postgresql+psycopg://jedi:***@127.0.0.1:1/none") and "unreachable" in line
+    assert "s3cret" not in result.stderr + result.stdout
+
+
+def test_unsupported_backend(cli):
+    result = cli("task", "list", db="mysql://root@localhost/x", code=3)
+    assert "backend 'mysql' is not supported" in result.stderr
+
+
+def test_unknown_revision_is_bad_input(cli, store):
+    result = cli("db", "upgrade", "--revision", "9999", db=store, code=2)
+    assert "--revision: unknown revision '9999'" in result.stderr

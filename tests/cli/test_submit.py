@@ -1,0 +1,149 @@
+"""`jedictl submit`: both formats, validation with field paths, nothing written on bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import EXAMPLES
+from tests.helpers import row_counts
+
+PRUN_FILES = str(EXAMPLES / "prun_files.json")
+PRUN_NOINPUT = str(EXAMPLES / "prun_noinput.json")
+
+
+def test_prun_task_is_submitted_refined_and_shown(cli, store):
+    """The issue's acceptance path: submit PanDA's own task parameters, refine, show as JSON."""
+    assert cli.json("submit", PRUN_FILES, db=store) == {"task_id": 1, "status": "registered"}
+    cli("refine", db=store)
+    task = cli.json("task", "show", "1", db=store)
+
+    assert task["status"] == "defined"
+    assert task["options"]["n_files_per_job"] == 4
+    assert task["options"]["max_attempt"] == 4
+    by_type = {d["type"]: d for d in task["datasets"]}
+    assert by_type["input"]["name"] == "mc23_13p6TeV.601229.PhPy8.DAOD_PHYS.e8514_p6026"
+    assert by_type["input"]["attributes"] == {"exclude": [r"\.log\.tgz(\.\d+)*$"], "expand": True}
+    assert by_type["output"]["name"] == "user.someone.example.files_hist.root/"
+    assert by_type["output"]["file_templates"] == [{"template": "user.someone.$JEDITASKID._${SN/P}.hist.root", "next_serial": 1}]
+    assert by_type["log"]["name"] == "user.someone.example.files.log/"
+    assert by_type["log"]["file_templates"] == [{"template": "user.someone.example.files.log.$JEDITASKID.${SN}.log.tgz", "next_serial": 1}]
+    assert task["job_parameters"]["job"] == (
+        '-j "" --sourceURL ${SURL} -r . -a jobO.c86d02d5-3133-49a2-9233-ecf63052bcd4.tar.gz '
+        "-o \"{'hist.root': 'user.someone.$JEDITASKID._${SN/P}.hist.root'}\" -i \"${IN/T}\" -p \"analyse.sh%20%25IN\""
+    )
+    assert (task["task_type"], task["task_priority"], task["work_queue"], task["gshare"], task["resource_type"]) == ("anal", 1000, "user", "Analysis", "SCORE")
+    assert [h["status"] for h in task["status_history"]] == ["registered", "defined"]
+
+
+def test_no_input_prun_task(cli, store):
+    cli("submit", PRUN_NOINPUT, db=store)
+    cli("refine", db=store)
+    task = cli.json("task", "show", "1", db=store)
+    datasets = {d["name"]: d for d in task["datasets"]}
+    assert datasets["pseudo_dataset"]["type"] == "pseudo_input" and datasets["pseudo_dataset"]["master_id"] is None
+    assert datasets["seq_number"]["stream"] == "SEQNUMBER"
+    assert datasets["seq_number"]["attributes"] == {"offset": 1000}
+    assert datasets["seq_number"]["master_id"] == datasets["pseudo_dataset"]["dataset_id"]
+    assert task["options"]["n_events"] == 8 and task["options"]["n_events_per_job"] == 1
+
+
+def test_submit_from_stdin_with_overrides(cli, store):
+    with open(PRUN_FILES) as handle:
+        text = handle.read()
+    result = cli.json("submit", "-", "--user", "bob", "--priority", "42", db=store, input=text)
+    assert result == {"task_id": 1, "status": "registered"}
+    task = cli.json("task", "show", "1", db=store)
+    assert (task["user"], task["task_priority"]) == ("bob", 42)
+
+
+def test_dry_run_prints_the_normalised_task_and_needs_no_store(cli, tmp_path):
+    missing = f"sqlite:///{tmp_path / 'nowhere.db'}"
+    summary = cli.json("submit", PRUN_FILES, "--dry-run", db=missing)
+    assert summary["name"] == "user.someone.example.files/"
+    assert summary["format"] == "panda"
+    assert [d["stream"] for d in summary["datasets"]] == ["OUTPUT0", "IN", "LOG0"]
+    assert not (tmp_path / "nowhere.db").exists()
+
+
+def test_unknown_panda_keys_are_kept_and_listed(cli, store):
+    document = json.loads(open(PRUN_FILES).read())
+    document["nJumboJobs"] = 3
+    document["jobParameters"][1]["someFutureKey"] = True
+    result = cli("submit", "-", "-v", db=store, input=json.dumps(document))
+    assert "nJumboJobs" in result.stderr and "jobParameters[1].someFutureKey" in result.stderr
+    task = cli.json("task", "show", "1", db=store)
+    assert task["unknown_keys"] == ["nJumboJobs", "jobParameters[1].someFutureKey"]
+
+
+def test_duplicate_name_is_refused_naming_the_existing_task(cli, store):
+    cli("submit", PRUN_FILES, db=store)
+    before = row_counts(store)
+    result = cli("submit", PRUN_FILES, db=store, code=2)
+    assert result.stderr.strip() == "jedictl: error: name: task 1 (registered) already has this name for user " + cli.json("task", "show", "1", db=store)["user"]
+    assert row_counts(store) == before
+    # another user may reuse the name
+    cli("submit", PRUN_FILES, "--user", "somebody-else", db=store)
+
+
+def _prun(**changes):
+    document = json.loads(open(PRUN_FILES).read())
+    for key, value in changes.items():
+        if value is _DELETE:
+            document.pop(key)
+        else:
+            document[key] = value
+    return json.dumps(document)
+
+
+_DELETE = object()
+SPEC = """
+name: demo.task
+command: --in=${IN} --out=${OUTPUT0}
+inputs: [{dataset: data.in}]
+outputs: [{dataset: data.out, file_template: "out.${SN}.root"}]
+"""
+
+BAD_INPUTS = [
+    ("malformed-yaml", "name: x\n  bad: [unclosed\n", "stdin: line 2 column"),
+    ("malformed-json", '{"taskName": "x", ', "stdin: line 1 column"),
+    ("not-a-mapping", "- just\n- a list\n", "stdin: must hold a mapping"),
+    ("wrong-type", _prun(nFilesPerJob="four"), "nFilesPerJob: must be an integer"),
+    ("negative-count", _prun(nFilesPerJob=-4), "nFilesPerJob: must be at least 1"),
+    ("negative-attempts", SPEC + "retry: {max_attempt: -1}\n", "retry.max_attempt: must be at least 1"),
+    ("conflict-panda", _prun(nGBPerJob=10), "nFilesPerJob: cannot be combined with nGBPerJob"),
+    ("conflict-spec", SPEC + "split: {n_files_per_job: 2, n_gb_per_job: 5}\n", "split.n_files_per_job: cannot be combined with split.n_gb_per_job"),
+    ("missing-output-spec", SPEC.replace('outputs: [{dataset: data.out, file_template: "out.${SN}.root"}]', ""), "outputs: at least one output dataset is required"),
+    ("missing-output-panda", json.dumps({"taskName": "t", "vo": "atlas", "prodSourceLabel": "user", "jobParameters": [
+        {"type": "template", "param_type": "input", "dataset": "d.in", "value": "${IN}"}]}), "jobParameters: the task writes nothing"),
+    ("unknown-field", SPEC + "splitt: {n_files_per_job: 2}\n", "splitt: unknown field"),
+    ("unknown-option", SPEC + "split: {n_file_per_job: 2}\n", "split.n_file_per_job: unknown field"),
+    ("no-serial-in-template", SPEC.replace("out.${SN}.root", "out.root"), "outputs[0].file_template: must contain ${SN}"),
+    ("unknown-placeholder", SPEC.replace("--out=${OUTPUT0}", "--out=${OUTPUT1}"), "command: placeholder ${OUTPUT1} names no input"),
+    ("bad-dataset-name", SPEC.replace("data.in", "'data in; drop table tasks'"), "inputs[0].dataset: dataset name must be"),
+    ("bad-regex", SPEC.replace("[{dataset: data.in}]", "[{dataset: data.in, exclude: ['(unclosed']}]"), "inputs[0].exclude[0]: is not a valid regular expression"),
+    ("missing-task-name", _prun(taskName=_DELETE), "taskName: is required"),
+    ("bad-item-type", _prun(jobParameters=[{"type": "weird", "value": "x"}]), "jobParameters[0].type: must be constant or template"),
+    ("no-input-unsized", SPEC.replace("inputs: [{dataset: data.in}]", "no_input: true").replace("${IN}", "x"), "no_input: a no-input task needs"),
+    ("merge-option-without-merge", SPEC + "merge: {}\n", "merge.command: is required"),
+    ("unknown-parent", SPEC + "parent: 99\n", "parent: parent task 99 does not exist"),
+    ("goal-over-100", SPEC + "completion: {goal: 150}\n", "completion.goal: must be at most 100"),
+]
+
+
+@pytest.mark.parametrize("text,expected", [case[1:] for case in BAD_INPUTS], ids=[case[0] for case in BAD_INPUTS])
+def test_bad_input_exits_2_with_one_line_and_writes_nothing(cli, store, text, expected):
+    cli("submit", PRUN_NOINPUT, db=store)  # the store is not empty: counts must not move
+    before = row_counts(store)
+    result = cli("submit", "-", db=store, input=text, code=2)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("jedictl: error: ") and expected in lines[0], lines[0]
+    assert result.stdout == ""
+    assert row_counts(store) == before
+
+
+def test_unreadable_file_is_bad_input(cli, store, tmp_path):
+    result = cli("submit", str(tmp_path / "nope.yaml"), db=store, code=2)
+    assert "nope.yaml: cannot read the file" in result.stderr

@@ -1,0 +1,36 @@
+"""Documentation generated from the program must be current; README and CI must agree."""
+
+from __future__ import annotations
+
+import re
+
+from jedictl import docgen
+from tests.conftest import ROOT
+
+
+def test_generated_regions_are_current():
+    for name, (relative, generate) in docgen.GENERATORS.items():
+        text = (ROOT / relative).read_text()
+        assert docgen.region(text, name) == generate(), f"{relative} is stale: run `python -m jedictl.docgen`"
+
+
+def test_every_option_is_documented():
+    from jedictl.engine.options import SPECS
+
+    text = (ROOT / "docs" / "task-spec.md").read_text()
+    missing = [spec.name for spec in SPECS if f"`{spec.name}`" not in text]
+    assert missing == []
+
+
+def _block_after(text: str, marker: str) -> str:
+    match = re.search(rf"<!-- {marker} -->\n```(?:sh|bash)\n(.*?)```", text, re.S)
+    assert match, f"README has no block after <!-- {marker} -->"
+    return match.group(1).strip()
+
+
+def test_ci_runs_the_readme_test_command():
+    readme = (ROOT / "README.md").read_text()
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert readme.index("<!-- main-command -->") < readme.index("<!-- test-command -->") < 2000, "the two commands open the README"
+    assert _block_after(readme, "test-command")
+    assert "test-command" in ci and "JEDICTL_REQUIRE_PG=1" in ci
