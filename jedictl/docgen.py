@@ -68,7 +68,7 @@ def regenerate(root: Path = ROOT) -> list[str]:
         text = path.read_text()
         new = re.sub(
             rf"(<!-- generated: {re.escape(name)} -->\n).*?(<!-- end generated: {re.escape(name)} -->)",
-            lambda m: m.group(1) + generate() + m.group(2), text, flags=re.S,
+            lambda m, generate=generate: m.group(1) + generate() + m.group(2), text, flags=re.S,
         )
         if new != text:
             path.write_text(new)

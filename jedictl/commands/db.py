@@ -23,7 +23,6 @@ def init(
     from jedictl.errors import SchemaMismatch
     from jedictl.redact import mask_url
     from jedictl.store import migrate
-    from jedictl.store.database import create_store_engine, current_revision, Store
     from jedictl.store.revisions import HEAD_REVISION
 
     url = app_ctx.settings.db

@@ -237,7 +237,7 @@ class _ItemParser:
         attributes = _attributes(item, path)
         is_master = not self.has_master
         self.has_master = True
-        for index, dataset_name in enumerate(dict.fromkeys(names)):
+        for dataset_name in dict.fromkeys(names):
             check_name(dataset_name, f"{path}.dataset", "dataset name")
             if any(d.name == dataset_name and d.stream == stream for d in self.datasets):
                 continue  # JEDI skips duplicates
