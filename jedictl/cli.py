@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 import typer
 
 from jedictl import __version__
-from jedictl.commands import config_cmd, db, refine, submit, task
+from jedictl.commands import config_cmd, data, db, feed, refine, sites, submit, task
 from jedictl.commands._common import (
     ConfigOpt,
     DbOpt,
@@ -55,8 +55,11 @@ def root(
 # Agents (one pass each), in pipeline order.
 app.command("submit")(submit.submit)
 app.command("refine")(refine.refine)
+app.command("feed")(feed.feed)
 # Inspection and administration.
 app.add_typer(task.app, name="task")
+app.add_typer(sites.app, name="sites")
+app.add_typer(data.app, name="data")
 app.add_typer(db.app, name="db")
 app.add_typer(config_cmd.app, name="config")
 

@@ -47,7 +47,7 @@ class LeaseSettings:
 @dataclass(frozen=True)
 class RefineSettings:
     limit: int = _s(100, "tasks refined per pass", "")
-    batch_size: int = _s(10, "tasks claimed at a time within a pass", "taskrefine: 10 per thread batch")
+    claim_batch: int = _s(10, "tasks claimed at a time within a pass", "taskrefine: 10 per thread batch")
     default_ram_count: int = _s(2000, "RAM per core (MB) when a task gives none", "GenTaskRefiner default ramCount")
     default_ram_unit: str = _s("MBPerCore", "unit of the default RAM", "GenTaskRefiner")
     default_base_walltime: int = _s(600, "baseWalltime (s) when a task gives none", "extractCommon")
@@ -58,7 +58,8 @@ class RefineSettings:
 
 @dataclass(frozen=True)
 class FeedSettings:
-    limit: int = _s(50, "tasks fed per pass", "confeeder: 10 per thread batch")
+    limit: int = _s(50, "tasks fed per pass", "")
+    claim_batch: int = _s(10, "tasks claimed at a time within a pass", "confeeder: 10 tasks per thread batch")
     default_max_attempt: int = _s(3, "file maxAttempt when the task gives none", "ContentsFeeder")
     n_chunks_for_scout: int = _s(10, "chunks released while a task scouts", "ContentsFeeder nChunksForScout")
     n_chunks_to_wait: int = _s(20, "chunks released at once from an open (mutable) input", "split rule NT default")

@@ -210,3 +210,16 @@ def handle_errors(func: F) -> F:
             raise typer.Exit(1) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def read_source(source: str) -> tuple[str, str]:
+    """The text of FILE or of stdin for "-", and the name to use in messages."""
+    from jedictl.errors import BadInput
+
+    if source == "-":
+        return sys.stdin.read(), "stdin"
+    try:
+        with open(source, encoding="utf-8") as handle:
+            return handle.read(), source
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInput(f"cannot read the file ({getattr(exc, 'strerror', None) or exc})", source) from exc

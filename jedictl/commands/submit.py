@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated, Optional
 
 import typer
 
-from jedictl.commands._common import ConfigOpt, DbOpt, NowOpt, OutputOpt, QuietOpt, VerboseOpt, context, handle_errors
+from jedictl.commands._common import ConfigOpt, DbOpt, NowOpt, OutputOpt, QuietOpt, VerboseOpt, context, handle_errors, read_source
 
 
 @handle_errors
@@ -27,17 +26,10 @@ def submit(
     `jobParameters`; anything else is read as a jedictl task spec (docs/task-spec.md).
     """
     app = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
-    from jedictl.engine.submission import load_document, parse_definition, register_task
-    from jedictl.errors import BadInput
+    from jedictl.engine.documents import load_document
+    from jedictl.engine.submission import parse_definition, register_task
 
-    if source == "-":
-        text, name = sys.stdin.read(), "stdin"
-    else:
-        try:
-            with open(source, encoding="utf-8") as handle:
-                text, name = handle.read(), source
-        except (OSError, UnicodeDecodeError) as exc:
-            raise BadInput(f"cannot read the file ({getattr(exc, 'strerror', None) or exc})", source) from exc
+    text, name = read_source(source)
     document = load_document(text, name)
     definition = parse_definition(
         document, user=user, default_user=_login_name(), priority=priority, parent_id=parent,

@@ -62,6 +62,7 @@ class TaskOptions:
     add_nth_field_to_lfn: str | None = _opt("split", "addNthFieldToLFN", "fields of the input name joined into ${MIDDLENAME} (comma list of numbers)", "AN")
     use_file_as_source_lfn: bool | None = _opt("split", "useFileAsSourceLFN", "take MIDDLENAME fields from the input file name", "UF")
     max_num_jobs: int | None = _opt("split", "maxNumJobs", "generate at most this many jobs", "MN", 1)
+    pfn_list: list | None = _opt("split", "pfnList", "explicit input file URLs instead of a catalog dataset (suffix ^N gives N events)", "PL")
     # Set from the `offset` of the job-parameter item that holds ${RNDMSEED} / ${FIRSTEVENT} (PanDA).
     random_seed_offset: int | None = _opt("split", "", "added to every random seed (${RNDMSEED})", "RS", 0)
     first_event_offset: int | None = _opt("split", "", "added to the first-event numbering (${FIRSTEVENT} = 1 + offset)", "FT", 0)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -19,6 +19,7 @@ from jedictl.config import RefineSettings, Settings
 from jedictl.engine import resource_types, shares, split_rule, work_queues
 from jedictl.engine.submission import parse_definition
 from jedictl.engine.taskdef import DatasetDef, TaskDefinition
+from jedictl.engine.agent import PassReport, leased_pass
 from jedictl.errors import BadInput, JedictlError, LeaseLost
 from jedictl.model import TASK_PARENT_COMPLETED, TASK_PARENT_CORRUPTED, DatasetType, NewDataset, TaskStatus
 
@@ -217,58 +218,18 @@ def _unmerged_twin(dataset: DatasetDef, key: int, master_key: int | None, name_a
     )
 
 
-@dataclass
-class PassReport:
-    """What one pass did: counts per outcome and one line per task (printed by the command)."""
-
-    name: str
-    counts: dict[str, int] = field(default_factory=dict)
-    items: list[dict[str, Any]] = field(default_factory=list)
-
-    def add(self, outcome: str, **item: Any) -> None:
-        self.counts[outcome] = self.counts.get(outcome, 0) + 1
-        self.items.append({"outcome": outcome, **item})
-
-    @property
-    def errors(self) -> int:
-        return self.counts.get("error", 0)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"pass": self.name, **{k: v for k, v in sorted(self.counts.items())}, "items": self.items}
-
-
 def refine_pass(store, settings: Settings, owner: str, now: datetime, limit: int | None = None) -> PassReport:  # noqa: ANN001 - Store
     """One pass of the Task Refiner over the store."""
-    from jedictl.store import leases
     from jedictl.store.schema import tasks
 
     catalog = Catalog.from_settings(settings)  # bad configuration: exit 2 before touching anything
-    report = PassReport("refine")
     waiting_on_parent = (tasks.c.status == TaskStatus.PENDING.value) & (tasks.c.old_status == TaskStatus.REGISTERED.value)
-    budget = limit or settings.refine.limit
-    seen: set[int] = set()
-    while budget > 0:
-        # Claim a small batch at a time so that concurrent refiners share the work.
-        with store.begin() as conn:
-            ids = leases.claim(
-                conn, tasks, ((tasks.c.status == TaskStatus.REGISTERED.value) | waiting_on_parent) & tasks.c.id.notin_(seen),
-                [tasks.c.id], owner, now, settings.lease.seconds, min(budget, settings.refine.batch_size),
-            )
-        if not ids:
-            break
-        budget -= len(ids)
-        seen.update(ids)
-        for task_id in ids:
-            try:
-                outcome, reason = _refine_one(store, task_id, catalog, settings, owner, now)
-                report.add(outcome, task_id=task_id, reason=reason)
-            except LeaseLost as exc:
-                report.add("skipped", task_id=task_id, reason=str(exc))
-            except Exception as exc:  # noqa: BLE001 - one task's failure must not stop the pass
-                with store.begin() as conn:
-                    leases.release(conn, tasks, task_id, owner)
-                report.add("error", task_id=task_id, reason=f"{type(exc).__name__}: {exc}")
-    return report
+    return leased_pass(
+        store, PassReport("refine"), (tasks.c.status == TaskStatus.REGISTERED.value) | waiting_on_parent, [tasks.c.id],
+        lambda task_id: _refine_one(store, task_id, catalog, settings, owner, now),
+        owner=owner, now=now, lease_seconds=settings.lease.seconds, limit=limit or settings.refine.limit,
+        claim_batch=settings.refine.claim_batch,
+    )
 
 
 def _refine_one(store, task_id: int, catalog: Catalog, settings: Settings, owner: str, now: datetime) -> tuple[str, str | None]:  # noqa: ANN001

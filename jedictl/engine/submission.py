@@ -1,44 +1,15 @@
-"""Reading a submitted document and turning it into a TaskDefinition, whichever format it is in."""
+"""Turning a submitted document into a TaskDefinition, whichever format it is in, and registering it."""
 
 from __future__ import annotations
 
 import dataclasses
-import json
 from datetime import datetime
 from typing import Any
-
-import yaml
 
 from jedictl.engine.panda_params import is_panda_params, parse_panda_params
 from jedictl.engine.task_spec import parse_task_spec
 from jedictl.engine.taskdef import USER_RE, TaskDefinition
 from jedictl.errors import BadInput, NotFound
-
-MAX_DOCUMENT_BYTES = 10 * 1024 * 1024
-
-
-def load_document(text: str, source: str) -> dict[str, Any]:
-    """Parse JSON or YAML text into a mapping; syntax errors name the line."""
-    if len(text.encode("utf-8", "replace")) > MAX_DOCUMENT_BYTES:
-        raise BadInput(f"is larger than {MAX_DOCUMENT_BYTES // (1024 * 1024)} MB", source)
-    stripped = text.lstrip()
-    if stripped.startswith("{") or stripped.startswith("["):
-        try:
-            document = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise BadInput(f"line {exc.lineno} column {exc.colno}: {exc.msg} (invalid JSON)", source) from exc
-    else:
-        try:
-            document = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            problem = getattr(exc, "problem", None) or "invalid YAML"
-            where = f"line {mark.line + 1} column {mark.column + 1}: " if mark is not None else ""
-            raise BadInput(f"{where}{problem} (invalid YAML)", source) from exc
-    if not isinstance(document, dict):
-        raise BadInput("must hold a mapping (a task spec or PanDA task parameters)", source)
-    return document
-
 
 def parse_definition(
     document: dict[str, Any],

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from sqlalchemy import (
     JSON,
+    func,
     BigInteger,
     Boolean,
     Column,
@@ -242,6 +243,12 @@ files = Table(
     Column("last_attempt_at", TIME),
     Index("ix_files_dataset_status", "dataset_id", "status", "id"),
     Index("ix_files_task_status", "task_id", "status"),
+)
+# JEDI's feeder key (lfn, start, end): a file or event range is recorded once per dataset, enforced by
+# the database so that even racing feeders cannot duplicate it (NULL ranges compare as -1).
+FILE_KEY_INDEX = Index(
+    "uq_files_key", files.c.dataset_id, files.c.lfn, func.coalesce(files.c.start_event, -1), func.coalesce(files.c.end_event, -1),
+    unique=True,
 )
 
 output_templates = Table(

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from jedictl.engine.submission import load_document, parse_definition
+from jedictl.engine.documents import load_document
+from jedictl.engine.submission import parse_definition
 from jedictl.errors import BadInput
 from jedictl.model import DatasetType
 from tests.conftest import EXAMPLES

@@ -1,0 +1,141 @@
+"""`jedictl sites import|list|show|set-status|nuclei|endpoints`: the resource catalog."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from jedictl.commands._common import ConfigOpt, DbOpt, NowOpt, OutputOpt, QuietOpt, VerboseOpt, context, handle_errors, read_source
+
+app = typer.Typer(help="The resource catalog: sites (PanDA queues), nuclei and storage endpoints.", no_args_is_help=True)
+
+SITE_COLUMNS = ["name", "status", "cloud", "tier", "nucleus", "core_count", "core_power", "max_memory", "max_walltime", "pilots_active"]
+
+
+@app.command("import")
+@handle_errors
+def import_(
+    ctx: typer.Context,
+    source: Annotated[str, typer.Argument(metavar="FILE|-", help="Sites file (YAML or JSON, docs/sites.md); - reads stdin.")],
+    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
+    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
+) -> None:
+    """Create or update nuclei, storage endpoints and sites; report what changed. All or nothing."""
+    app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    from jedictl.engine.documents import load_document
+    from jedictl.engine.site_catalog import parse_resource_catalog
+    from jedictl.store import sites as site_store
+    from jedictl.store.schema import nuclei, sites, storage_endpoints
+
+    text, name = read_source(source)
+    document = load_document(text, name)
+    with app_ctx.store().begin() as conn:
+        catalog = parse_resource_catalog(document, *site_store.known_names(conn))
+        moment = app_ctx.clock.now()
+        report = site_store.upsert_rows(conn, nuclei, "nucleus", catalog.nuclei, moment)
+        report += site_store.upsert_rows(conn, storage_endpoints, "endpoint", catalog.endpoints, moment)
+        site_report = site_store.upsert_rows(conn, sites, "site", catalog.sites, moment)
+        relinked = site_store.replace_storage(conn, catalog.site_storage, [s["name"] for s in catalog.sites])
+        for line in site_report:
+            if line["name"] in relinked:
+                line["changed"] = sorted(line["changed"] + ["storage"])
+                line["action"] = "updated" if line["action"] == "unchanged" else line["action"]
+        report += site_report
+    counts: dict[str, int] = {}
+    for line in report:
+        counts[line["action"]] = counts.get(line["action"], 0) + 1
+    app_ctx.note("sites import: " + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "nothing in the file"))
+    app_ctx.emit(report, columns=["kind", "name", "action", "changed"])
+
+
+@app.command("list")
+@handle_errors
+def list_(
+    ctx: typer.Context,
+    status: Annotated[Optional[str], typer.Option("--status", help="Only sites in this status.")] = None,
+    cloud: Annotated[Optional[str], typer.Option("--cloud", help="Only sites of this cloud.")] = None,
+    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
+    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
+) -> None:
+    """List sites."""
+    app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    from jedictl.output import iter_rows
+    from jedictl.store import sites as site_store
+
+    with app_ctx.store().read() as conn:
+        rows = iter_rows(site_store.list_sites(conn, status, cloud))
+    app_ctx.emit(rows, columns=None if app_ctx.output in ("json", "yaml") else SITE_COLUMNS)
+
+
+@app.command("show")
+@handle_errors
+def show(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="The site.")],
+    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
+    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
+) -> None:
+    """Show one site with its storage endpoints."""
+    app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    from jedictl.store import sites as site_store
+
+    with app_ctx.store().read() as conn:
+        site = dict(site_store.get_site(conn, name)._mapping)
+        site["storage"] = [{"endpoint": r.endpoint, "role": r.role} for r in site_store.storage_of(conn, [name])]
+    app_ctx.emit(site)
+
+
+@app.command("set-status")
+@handle_errors
+def set_status(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="The site.")],
+    status: Annotated[str, typer.Argument(help="online, brokeroff, offline or test.")],
+    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
+    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
+) -> None:
+    """Change a site's status (brokerage uses only online sites; test sites only for test tasks)."""
+    app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    from jedictl.engine.site_catalog import SITE_STATUSES
+    from jedictl.errors import BadInput
+    from jedictl.store import sites as site_store
+
+    if status not in SITE_STATUSES:
+        raise BadInput(f"must be one of {', '.join(SITE_STATUSES)}", "STATUS")
+    with app_ctx.store().begin() as conn:
+        previous = site_store.set_status(conn, name, status, app_ctx.clock.now())
+    app_ctx.emit({"site": name, "status": status, "previous_status": previous})
+
+
+@app.command("nuclei")
+@handle_errors
+def list_nuclei(
+    ctx: typer.Context,
+    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
+    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
+) -> None:
+    """List nuclei (where task outputs are collected)."""
+    app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    from jedictl.output import iter_rows
+    from jedictl.store import sites as site_store
+
+    with app_ctx.store().read() as conn:
+        app_ctx.emit(iter_rows(site_store.list_nuclei(conn)), columns=["name", "status", "cloud", "modified_at"])
+
+
+@app.command("endpoints")
+@handle_errors
+def list_endpoints(
+    ctx: typer.Context,
+    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
+    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
+) -> None:
+    """List storage endpoints with their space."""
+    app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    from jedictl.output import iter_rows
+    from jedictl.store import sites as site_store
+
+    with app_ctx.store().read() as conn:
+        app_ctx.emit(iter_rows(site_store.list_endpoints(conn)),
+                     columns=["name", "kind", "nucleus", "free_gb", "total_gb", "blacklisted_read", "blacklisted_write"])

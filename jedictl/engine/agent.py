@@ -1,0 +1,76 @@
+"""What every agent pass shares: a report of what it did, and the leased claim-and-handle loop.
+
+A pass claims a small batch of tasks at a time (so concurrent processes share the work), handles
+each one, and goes on until its limit or until nothing is left. One task's failure never stops the
+pass: a LeaseLost is reported as skipped (someone else took the task over), anything else as an error
+with the lease released so another pass can retry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Callable, Sequence
+
+from sqlalchemy import ColumnElement
+
+from jedictl.errors import LeaseLost
+
+
+@dataclass
+class PassReport:
+    """Counts per outcome and one line per object; printed by the command, JSON with -o json."""
+
+    name: str
+    counts: dict[str, int] = field(default_factory=dict)
+    items: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, outcome: str, **item: Any) -> None:
+        self.counts[outcome] = self.counts.get(outcome, 0) + 1
+        self.items.append({"outcome": outcome, **item})
+
+    @property
+    def errors(self) -> int:
+        return self.counts.get("error", 0)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"pass": self.name, **{k: v for k, v in sorted(self.counts.items())}, "items": self.items}
+
+
+def leased_pass(
+    store: Any,
+    report: PassReport,
+    candidates: ColumnElement[bool],
+    order_by: Sequence[Any],
+    handle: Callable[[int], tuple[str, str | None]],
+    *,
+    owner: str,
+    now: datetime,
+    lease_seconds: float,
+    limit: int,
+    claim_batch: int,
+) -> PassReport:
+    """Claim tasks matching `candidates` in batches and call `handle(task_id) -> (outcome, reason)`."""
+    from jedictl.store import leases
+    from jedictl.store.schema import tasks
+
+    budget = limit
+    seen: set[int] = set()
+    while budget > 0:
+        with store.begin() as conn:
+            ids = leases.claim(conn, tasks, candidates & tasks.c.id.notin_(seen), order_by, owner, now, lease_seconds, min(budget, claim_batch))
+        if not ids:
+            break
+        budget -= len(ids)
+        seen.update(ids)
+        for task_id in ids:
+            try:
+                outcome, reason = handle(task_id)
+                report.add(outcome, task_id=task_id, reason=reason)
+            except LeaseLost as exc:
+                report.add("skipped", task_id=task_id, reason=str(exc))
+            except Exception as exc:  # noqa: BLE001 - one task's failure must not stop the pass
+                with store.begin() as conn:
+                    leases.release(conn, tasks, task_id, owner)
+                report.add("error", task_id=task_id, reason=f"{type(exc).__name__}: {exc}")
+    return report
