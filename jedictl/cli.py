@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 import typer
 
 from jedictl import __version__
-from jedictl.commands import config_cmd, data, db, feed, refine, sites, submit, task
+from jedictl.commands import config_cmd, data, db, feed, refine, sites, split, submit, task
 from jedictl.commands._common import (
     ConfigOpt,
     DbOpt,
@@ -56,6 +56,8 @@ def root(
 app.command("submit")(submit.submit)
 app.command("refine")(refine.refine)
 app.command("feed")(feed.feed)
+# Tools that need no store.
+app.command("split")(split.split)
 # Inspection and administration.
 app.add_typer(task.app, name="task")
 app.add_typer(sites.app, name="sites")

@@ -1,0 +1,130 @@
+"""`jedictl split`: the fixed JSON contract end to end, tables for humans, one-line errors with exit 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from jedictl.commands.split import split
+
+app = typer.Typer()
+app.command("split")(split)
+runner = CliRunner()
+
+FILESET = {
+    "closed": True,
+    "files": [
+        {"lfn": "/store/a.root", "size": 1000, "events": 150, "locations": ["T1_A"], "runs": {"1": [1, 2, 3]}},
+        {"lfn": "/store/b.root", "size": 1000, "events": 50, "locations": ["T1_A"], "runs": {"1": [4, 5]}},
+        {"lfn": "/store/c.root", "size": 1000, "events": 0, "locations": ["T2_B"], "runs": {"2": [1]}},
+    ],
+}
+
+
+def run(*args: str, document: object = FILESET, code: int = 0):
+    result = runner.invoke(app, [*args, "-"], input=json.dumps(document) if not isinstance(document, str) else document)
+    assert result.exit_code == code, f"exit {result.exit_code}\nstdout: {result.stdout}\nstderr: {result.stderr}"
+    return result
+
+
+def jobs(*args: str, document: object = FILESET) -> list[dict]:
+    return json.loads(run(*args, "-o", "json", document=document).stdout)["jobs"]
+
+
+def test_event_based_contract():
+    assert jobs("--algorithm", "EventBased", "--param", "events_per_job=100") == [
+        {"files": ["/store/a.root"], "first_event": 0, "last_event": 99, "lumis": None, "locations": ["T1_A"], "failed": False},
+        {"files": ["/store/a.root"], "first_event": 100, "last_event": 149, "lumis": None, "locations": ["T1_A"], "failed": False},
+        {"files": ["/store/b.root"], "first_event": 0, "last_event": 49, "lumis": None, "locations": ["T1_A"], "failed": False},
+        {"files": ["/store/c.root"], "first_event": None, "last_event": None, "lumis": None, "locations": ["T2_B"], "failed": False},
+    ]
+
+
+def test_lumi_based_contract_and_failed_jobs():
+    assert jobs("-a", "LumiBased", "-p", "lumis_per_job=2", "-p", "siteBlacklist=T2_B") == [
+        {"files": ["/store/a.root"], "first_event": None, "last_event": None, "lumis": {"1": [[1, 2]]}, "locations": ["T1_A"], "failed": False},
+        {"files": ["/store/a.root", "/store/b.root"], "first_event": None, "last_event": None, "lumis": {"1": [[3, 3], [4, 4]]},
+         "locations": ["T1_A"], "failed": False},
+        {"files": ["/store/b.root"], "first_event": None, "last_event": None, "lumis": {"1": [[5, 5]]}, "locations": ["T1_A"], "failed": False},
+        {"files": ["/store/c.root"], "first_event": None, "last_event": None, "lumis": {"2": [[1, 1]]}, "locations": [], "failed": True},
+    ]
+
+
+def test_jedi_with_panda_and_jedictl_option_names(tmp_path: Path):
+    path = tmp_path / "files.json"
+    path.write_text(json.dumps(FILESET))
+    result = runner.invoke(app, ["--algorithm", "jedi", "--param", "nFilesPerJob=2", "-o", "json", str(path)])
+    assert result.exit_code == 0, result.stderr
+    assert [job["files"] for job in json.loads(result.stdout)["jobs"]] == [["/store/a.root", "/store/b.root"], ["/store/c.root"]]
+    events = jobs("-a", "jedi", "-p", "n_events_per_job=100")
+    # a ends at event 149, so b's range starting at 0 continues the job (100 events from a's event 100);
+    # c has no events and joins as a whole file. Locations are the sites holding every file of the job.
+    assert [(job["files"], job["first_event"], job["last_event"], job["locations"]) for job in events] == [
+        (["/store/a.root"], 0, 99, ["T1_A"]), (["/store/a.root", "/store/b.root", "/store/c.root"], 100, 199, [])]
+    assert events[0]["lumis"] is None and events[0]["failed"] is False
+    # scouts: one file per job; a closed, direct-IO site and boundary rules are accepted too
+    assert len(jobs("-a", "jedi", "-p", "scout=true", "-p", "maxwdir=20000", "-p", "direct_access_lan=false")) == 3
+
+
+def test_open_fileset_waits_for_enough_work():
+    open_set = dict(FILESET, closed=False)
+    assert jobs("-a", "MinFileBased", "-p", "files_per_job=2", document=open_set) == [
+        {"files": ["/store/a.root", "/store/b.root"], "first_event": None, "last_event": None, "lumis": None,
+         "locations": ["T1_A"], "failed": False}]
+
+
+def test_table_output_and_summary_on_stderr():
+    result = run("-a", "FileBased", "-p", "files_per_job=2")
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["job", "n_files", "files", "events", "lumis", "locations", "status"]
+    assert lines[2].split() == ["1", "2", "/store/a.root,/store/b.root", "T1_A", "ok"]
+    assert result.stderr.strip() == "2 jobs from 3 files"
+    assert run("-a", "FileBased", "-q").stderr == ""
+
+
+def test_yaml_and_tsv():
+    assert run("-a", "FileBased", "-o", "yaml").stdout.startswith("jobs:\n- files:\n")
+    assert run("-a", "FileBased", "-o", "tsv").stdout.splitlines()[0].split("\t")[:3] == ["job", "n_files", "files"]
+
+
+def test_needs_no_store():
+    result = runner.invoke(app, ["-a", "FileBased", "--db", "postgresql+psycopg://x:y@127.0.0.1:1/none", "-o", "json", "-"],
+                           input=json.dumps(FILESET))
+    assert result.exit_code == 0, result.stderr
+
+
+@pytest.mark.parametrize("args,document,message", [
+    (("-a", "FileBased"), "{not json", "jedictl: error: stdin: is not valid JSON (line 1 column 2: Expecting property name enclosed in double quotes)"),
+    (("-a", "FileBased"), [], 'jedictl: error: input: must be a JSON object {"closed": ..., "files": [...]}'),
+    (("-a", "FileBased"), {"files": [{"lfn": "a"}, {"lfn": "b", "events": -1}]}, "jedictl: error: files[1].events: must be a whole number, 0 or more"),
+    (("-a", "FileBased"), {"files": [{"lfn": "a", "runs": {"x": [1]}}]}, "jedictl: error: files[0].runs.x: run numbers must be whole numbers"),
+    (("-a", "FileBased"), {"files": [{"lfn": "a", "runs": {"1": [0]}}]}, "jedictl: error: files[0].runs.1[0]: lumi sections are whole numbers from 1"),
+    (("-a", "FileBased"), {"files": [{"lfn": "a", "event": 3}]}, ("jedictl: error: files[0].event: unknown field (known: lfn, size, events, "
+                                                                    "locations, runs, first_event, insert_time, boundary_id, lumi_block)")),
+    (("-a", "FileBased"), {"files": [{"lfn": "a"}, {"lfn": "a"}]}, "jedictl: error: files[1].lfn: duplicate lfn (also files[0])"),
+    (("-a", "FileBased"), {"closed": "yes", "files": []}, "jedictl: error: closed: must be true or false"),
+    (("-a", "RunBased"), {"files": [{"lfn": "a"}]}, "jedictl: error: files[0].runs: RunBased needs the run of every file"),
+    (("-a", "Nope"), FILESET, ("jedictl: error: --algorithm: unknown algorithm 'Nope' (known: FileBased, MinFileBased, EventBased, "
+                               "LumiBased, EventAwareLumiBased, SizeBased, RunBased, ParentlessMergeBySize, SiblingProcessingBased, "
+                               "Harvest, jedi)")),
+    (("-a", "EventBased", "-p", "events_per_job=ten"), FILESET, "jedictl: error: --param events_per_job: must be a whole number"),
+    (("-a", "EventBased", "-p", "events_per_job"), FILESET, "jedictl: error: --param: 'events_per_job' must be KEY=VALUE"),
+    (("-a", "jedi", "-p", "nFilesPerJob=2", "-p", "nGBPerJob=5"), FILESET,
+     "jedictl: error: --param nFilesPerJob: cannot be combined with --param nGBPerJob"),
+    (("-a", "jedi", "-p", "nFilesPerJob=0"), FILESET, "jedictl: error: --param nFilesPerJob: must be at least 1"),
+    (("-a", "jedi", "-p", "groupBoundaryID=9"), FILESET, "jedictl: error: groupBoundaryID: must be 1, 2, 3 or 4"),
+])
+def test_bad_input_is_exit_2_with_one_line_naming_the_field(args, document, message):
+    result = run(*args, document=document, code=2)
+    assert result.stdout == ""
+    assert result.stderr.splitlines() == [message]
+
+
+def test_unreadable_file_is_exit_2(tmp_path: Path):
+    result = runner.invoke(app, ["-a", "FileBased", str(tmp_path / "missing.json")])
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"jedictl: error: {tmp_path / 'missing.json'}: cannot read the file")
