@@ -199,7 +199,7 @@ def build_lumi_mask(runs: Sequence[int] | None, lumis: Sequence[str] | None, pat
     if len(runs) != len(lumis):
         raise BadInput("runs and lumis must have the same length", path)
     mask: LumiMask = {}
-    for run, text in zip(runs, lumis):
+    for run, text in zip(runs, lumis, strict=True):
         try:
             numbers = [int(part) for part in str(text).split(",")]
         except ValueError as exc:
