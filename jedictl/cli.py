@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 import typer
 
 from jedictl import __version__
-from jedictl.commands import config_cmd, data, db, feed, refine, sites, split, submit, task
+from jedictl.commands import check, config_cmd, data, db, feed, refine, sites, split, submit, task
 from jedictl.commands._common import (
     ConfigOpt,
     DbOpt,
@@ -62,6 +62,7 @@ app.command("split")(split.split)
 app.add_typer(task.app, name="task")
 app.add_typer(sites.app, name="sites")
 app.add_typer(data.app, name="data")
+app.command("check")(check.check)
 app.add_typer(db.app, name="db")
 app.add_typer(config_cmd.app, name="config")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sys
 from datetime import date, datetime
+from decimal import Decimal
 from enum import Enum
 from typing import Any, Iterable, Mapping, Sequence, TextIO
 
@@ -24,6 +25,8 @@ def to_jsonable(value: Any) -> Any:
         return value.isoformat()
     if isinstance(value, Enum):
         return value.value
+    if isinstance(value, Decimal):  # PostgreSQL's SUM and AVG
+        return int(value) if value == value.to_integral_value() else float(value)
     if isinstance(value, Mapping):
         return {str(k): to_jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):

@@ -34,3 +34,14 @@ def test_ci_runs_the_readme_test_command():
     assert readme.index("<!-- main-command -->") < readme.index("<!-- test-command -->") < 2000, "the two commands open the README"
     assert _block_after(readme, "test-command")
     assert "test-command" in ci and "JEDICTL_REQUIRE_PG=1" in ci
+
+
+def test_catalog_fields_are_documented():
+    from jedictl.engine import data_catalog, site_catalog
+
+    sites = (ROOT / "docs" / "sites.md").read_text()
+    for spec in (site_catalog.NUCLEUS_FIELDS, site_catalog.ENDPOINT_FIELDS, site_catalog.SITE_FIELDS):
+        assert [name for name in spec if f"`{name}`" not in sites] == []
+    assert all(f"`{key}`" in sites for key in site_catalog.SITE_STORAGE_KEYS)
+    catalog = (ROOT / "docs" / "data-catalog.md").read_text()
+    assert [key for key in data_catalog._DATASET_KEYS + data_catalog._FILE_KEYS if f"`{key}`" not in catalog] == []

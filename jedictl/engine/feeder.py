@@ -103,6 +103,10 @@ class TaskFeeder:
             d.type in (DatasetType.OUTPUT.value, DatasetType.LOG.value) and not d.destination for d in rows)
         outcome = task_outcome(feeds, needs_nucleus, bool(self.options.allow_empty_input), self._parent_running())
         with self.store.begin() as conn:
+            # Random seeds have no records until jobs draw them (generate); the dataset is ready now.
+            for dataset in rows:
+                if dataset.type == DatasetType.RANDOM_SEED.value and dataset.status == DatasetStatus.DEFINED.value:
+                    self._update(conn, dataset.id, status=DatasetStatus.READY.value, state="closed", modified_at=self.now)
             return self._apply(conn, outcome)
 
     # ------------------------------------------------------------------------------ one dataset

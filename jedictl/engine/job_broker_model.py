@@ -250,7 +250,7 @@ class TaskRequirements:
     work_disk_unit: str | None = None  # default MB
     io_intensity: float | None = None  # kB/s per core
     io_intensity_unit: str | None = None
-    release: str | None = None  # trans_home, e.g. AtlasOffline-21.0.15
+    release: str | None = None  # trans_uses (else trans_home), e.g. Athena,24.0.40
     architecture: str | None = None
     container_name: str | None = None
     site: str | None = None  # pre-assigned site(s): a name, a comma list or patterns
@@ -282,7 +282,7 @@ def task_requirements_from_row(row: Mapping[str, Any], options: TaskOptions | No
         out_disk_count=row.get("out_disk_count"), out_disk_unit=row.get("out_disk_unit"),
         work_disk_count=row.get("work_disk_count"), work_disk_unit=row.get("work_disk_unit"),
         io_intensity=row.get("io_intensity"), io_intensity_unit=row.get("io_intensity_unit"),
-        release=row.get("trans_home"), architecture=row.get("architecture"), container_name=row.get("container_name"),
+        release=row.get("trans_uses") or row.get("trans_home"), architecture=row.get("architecture"), container_name=row.get("container_name"),
         site=row.get("site"), cloud=row.get("cloud"), nucleus=row.get("nucleus"),
         included_sites=tuple(o.included_sites or ()), excluded_sites=tuple(o.excluded_sites or ()),
         t1_weight=o.t1_weight, merge_output=bool(o.merge_output),

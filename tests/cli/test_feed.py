@@ -232,3 +232,37 @@ def test_task_leases_are_released(cli, grid):
     submit(cli, grid, path=EXAMPLES / "prun_files.json")
     feed(cli, grid)
     assert run_sql(grid, lambda conn: conn.execute(select(tasks.c.lease_owner)).scalars().all()) == [None]
+
+
+def test_check_reports_a_counter_that_disagrees(cli, grid):
+    task_id = submit(cli, grid, path=EXAMPLES / "prun_files.json")
+    feed(cli, grid)
+    assert cli.json("check", db=grid) == {"ok": True, "violations": []}
+    run_sql(grid, lambda conn: conn.execute(datasets.update().where(datasets.c.task_id == task_id, datasets.c.type == "input")
+                                            .values(n_files=datasets.c.n_files + 1)))
+    result = cli("check", db=grid, code=1)
+    assert "n_files 13 but 12 records" in result.stdout
+
+
+def test_documented_analysis_and_child_examples(cli, grid):
+    analysis = submit(cli, grid, SPEC_EXAMPLES["analysis"])
+    parent = submit(cli, grid, SPEC_EXAMPLES["event-split"])
+    child = submit(cli, grid, SPEC_EXAMPLES["child"], parent=parent)
+    feed(cli, grid)
+    rows = records(grid, analysis)
+    assert len(rows) == 23 and {(r[2], r[3]) for r in rows} == {("ready", 5)}  # retry.max_attempt 5
+    assert [(d["n_files"], d["n_files_to_be_used"]) for d in input_datasets(cli, grid, analysis)[1]] == [(23, 23)]
+    assert cli.json("task", "show", str(child), db=grid)["status"] == "pending"  # waits for its parent
+    run_sql(grid, lambda conn: conn.execute(tasks.update().where(tasks.c.id == parent).values(status="done")))
+    feed(cli, grid)  # refine (the parent is done), then feed
+    shown, _ = input_datasets(cli, grid, child)
+    # The child reads its parent's output, which reaches the catalog when the parent's jobs register it.
+    assert (shown["status"], shown["error_dialog"]) == (
+        "pending", "input dataset mc23_13p6TeV.601229.PhPy8EG_A14_ttbar.simul.HITS.e8514_s4162_tid00000001_00 is not in the data catalog")
+
+
+def test_random_seed_dataset_is_ready_after_feeding(cli, grid):
+    task_id = submit(cli, grid, SPEC_EXAMPLES["generation"])
+    feed(cli, grid)
+    seeds = [d for d in cli.json("task", "show", str(task_id), db=grid)["datasets"] if d["type"] == "random_seed"]
+    assert [(d["name"], d["status"], d["n_files"]) for d in seeds] == [("RNDMSEED", "ready", 0)]

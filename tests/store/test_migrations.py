@@ -56,3 +56,16 @@ def test_upgrade_is_one_transaction(store_url, monkeypatch):
     from sqlalchemy import inspect
 
     assert run_sql(store_url, lambda conn: inspect(conn).get_table_names()) == []
+
+
+def test_the_file_key_index_exists(store_url):
+    """Autogenerate skips expression indexes, so check the one that guards against duplicate records."""
+    upgrade(store_url)
+
+    def definition(conn):
+        if conn.dialect.name == "sqlite":  # SQLAlchemy does not reflect expression indexes on SQLite
+            return conn.exec_driver_sql("SELECT sql FROM sqlite_master WHERE name = 'uq_files_key'").scalar()
+        return conn.exec_driver_sql("SELECT indexdef FROM pg_indexes WHERE indexname = 'uq_files_key'").scalar()
+
+    text = run_sql(store_url, definition).lower()
+    assert "unique" in text and "coalesce(start_event" in text.replace('"', "")
