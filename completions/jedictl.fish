@@ -1,0 +1,1 @@
+complete --command jedictl --no-files --arguments "(env _JEDICTL_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=get-args _TYPER_COMPLETE_ARGS=(commandline -cp) jedictl)" --condition "env _JEDICTL_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=is-args _TYPER_COMPLETE_ARGS=(commandline -cp) jedictl"
