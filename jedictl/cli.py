@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 import typer
 
 from jedictl import __version__
-from jedictl.commands import check, config_cmd, data, db, feed, refine, sites, split, submit, task
+from jedictl.commands import broker, check, completion, config_cmd, data, db, explain, feed, refine, sites, split, submit, task
 from jedictl.commands._common import (
     ConfigOpt,
     DbOpt,
@@ -27,6 +27,7 @@ app = typer.Typer(
     help="PanDA JEDI's agents as one program: submit tasks, turn them into jobs, follow them to the end.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    add_completion=False,  # `jedictl completion show|install` instead; it never edits ~/.bashrc
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
@@ -56,15 +57,18 @@ def root(
 app.command("submit")(submit.submit)
 app.command("refine")(refine.refine)
 app.command("feed")(feed.feed)
+app.command("broker")(broker.broker)
 # Tools that need no store.
 app.command("split")(split.split)
 # Inspection and administration.
 app.add_typer(task.app, name="task")
+app.add_typer(explain.app, name="explain")
 app.add_typer(sites.app, name="sites")
 app.add_typer(data.app, name="data")
 app.command("check")(check.check)
 app.add_typer(db.app, name="db")
 app.add_typer(config_cmd.app, name="config")
+app.add_typer(completion.app, name="completion")
 
 
 def main() -> None:

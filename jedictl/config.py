@@ -32,7 +32,7 @@ OUTPUT_FORMATS = ("table", "json", "yaml", "tsv")
 
 def _s(default: Any, help: str, ref: str = "") -> Any:
     """A setting: its default, one line of help, and where JEDI's value comes from."""
-    factory = (lambda: list(default)) if isinstance(default, list) else None
+    factory = (lambda: list(default)) if isinstance(default, list) else (lambda: dict(default)) if isinstance(default, dict) else None
     metadata = {"help": help, "ref": ref}
     if factory:
         return field(default_factory=factory, metadata=metadata)
@@ -84,6 +84,10 @@ class TaskBrokerSettings:
     max_transfer_queue: int = _s(2000, "output files queued to a nucleus before it is skipped", "seed 000 Task brokerage")
     tape_weight: float = _s(0.001, "weight factor when part of the input is only on tape", "AtlasProdTaskBroker")
     default_cpu_time: float = _s(300.0, "cpuTime assumed for remaining work when a task has none", "RW calculation")
+    retry_minutes: int = _s(10, "a task no nucleus fits is brokered again after this", "taskbroker.loopCycle 600 s")
+    input_files: int = _s(1000, "input files looked at to judge data locality", "")
+    limit: int = _s(50, "tasks brokered per pass", "")
+    claim_batch: int = _s(10, "tasks claimed at a time within a pass", "")
 
 
 @dataclass(frozen=True)
@@ -109,6 +113,7 @@ class ThrottleSettings:
     high_prio_jobs: int = _s(500, "fewer not-running jobs than this let a waiting top-priority task in", "JobThrottlerBase")
     lack_of_jobs_fraction: float = _s(0.9, "below this fraction of the queue limit the queue lacks jobs", "JobThrottlerBase")
     wmcore_priority_overflow: float = _s(0.2, "a job beating all pending priorities may exceed the pending limit by this", "peers.md §1.5")
+    limits: dict = _s({}, "per-queue limits, JEDI's keys: NQUEUELIMIT_<share>[_<resource type>], NRUNNINGCAP_..., NQUEUECAP_...", "prod_job_throttler config")
 
 
 @dataclass(frozen=True)
@@ -355,7 +360,7 @@ def _read_yaml_mapping(path: Path) -> dict[str, Any]:
 
 
 # Keys whose values are whole lists/mappings: never flattened into sub-keys.
-_OPAQUE = {"work_queues", "global_shares", "resource_types", "retry.ram_ladder_mb"}
+_OPAQUE = {"work_queues", "global_shares", "resource_types", "retry.ram_ladder_mb", "throttle.limits"}
 
 
 def _flatten(document: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
@@ -450,6 +455,10 @@ def _coerce(kind: Any, value: Any, path: str) -> Any:
         if not isinstance(value, list):
             raise BadInput("must be a list", path)
         return value
+    if base is dict:
+        if not isinstance(value, Mapping):
+            raise BadInput("must be a mapping", path)
+        return dict(value)
     if get_args(kind):
         return value
     return value

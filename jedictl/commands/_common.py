@@ -42,24 +42,27 @@ class OutputFormat(str, Enum):
 
 DbOpt = Annotated[
     Optional[str],
-    typer.Option("--db", metavar="URL", help="Store: a SQLite path or a URL (postgresql+psycopg://...). [env: JEDICTL_DB]", rich_help_panel=GLOBAL_PANEL, show_default=False),
+    typer.Option("--db", metavar="URL", help="Store: a SQLite path or a URL (postgresql+psycopg://...). (env: JEDICTL_DB)", rich_help_panel=GLOBAL_PANEL, show_default=False),
 ]
 ConfigOpt = Annotated[
     Optional[str],
-    typer.Option("--config", metavar="FILE", help="YAML configuration file. [env: JEDICTL_CONFIG]", rich_help_panel=GLOBAL_PANEL, show_default=False),
+    typer.Option("--config", metavar="FILE", help="YAML configuration file. (env: JEDICTL_CONFIG)", rich_help_panel=GLOBAL_PANEL, show_default=False),
 ]
 OutputOpt = Annotated[
     Optional[OutputFormat],
-    typer.Option("--output", "-o", help="Output format. [env: JEDICTL_OUTPUT]", rich_help_panel=GLOBAL_PANEL, show_default=False),
+    typer.Option("--output", "-o", help="Output format. (env: JEDICTL_OUTPUT)", rich_help_panel=GLOBAL_PANEL, show_default=False),
 ]
 NowOpt = Annotated[
     Optional[str],
-    typer.Option("--now", metavar="TIME", help="Act as if it were TIME (ISO-8601 UTC), for tests and replays. [env: JEDICTL_NOW]", rich_help_panel=GLOBAL_PANEL, show_default=False),
+    typer.Option("--now", metavar="TIME", help="Act as if it were TIME (ISO-8601 UTC), for tests and replays. (env: JEDICTL_NOW)", rich_help_panel=GLOBAL_PANEL, show_default=False),
 ]
 VerboseOpt = Annotated[
     int, typer.Option("--verbose", "-v", count=True, help="More detail; -vv shows tracebacks.", rich_help_panel=GLOBAL_PANEL)
 ]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Print only results and errors.", rich_help_panel=GLOBAL_PANEL)]
+SeedOpt = Annotated[
+    Optional[int], typer.Option("--seed", help="Seed for the random choices, so a run can be repeated exactly.", show_default=False)
+]
 
 
 @dataclass

@@ -9,7 +9,7 @@ implement the same methods and slot in without touching the engine.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, NamedTuple, Protocol
+from typing import Any, Iterator, Mapping, NamedTuple, Protocol, Sequence
 
 from jedictl.engine import fields
 from jedictl.engine.taskdef import check_name
@@ -60,6 +60,9 @@ class DataCatalog(Protocol):
 
     def replicas(self, dataset: str) -> list[Replica]:
         """Where the dataset has replicas."""
+
+    def replica_map(self, dataset: str, lfns: Sequence[str]) -> dict[str, set[str]]:
+        """Endpoint -> those of `lfns` it holds (a dataset or a container)."""
 
 
 # ------------------------------------------------------------------------------------ import file

@@ -182,10 +182,12 @@ def check_zero_share(site: Site, ctx: BrokerContext) -> Drop | None:
 
 
 def check_core_count(site: Site, ctx: BrokerContext) -> Drop | None:
+    """JEDI's generic rule: a multi-core job needs dynamic slots (0 or -1) or slots with at least as
+    many cores; a single-core job needs single-core or dynamic slots."""
     wanted, offered = ctx.cores, site.core_count
-    dynamic = offered == -1
-    if wanted > 1 and not (dynamic or (offered is not None and offered > 1)):
-        return Drop(f"core count: task needs multi-core ({wanted}), site slots have {offered or 1}",
+    dynamic = offered in (-1, 0)
+    if wanted > 1 and not (dynamic or (offered is not None and offered >= wanted)):
+        return Drop(f"core count: task needs {wanted} cores, site slots have {offered or 1}",
                     {"task_cores": wanted, "site_cores": offered})
     if wanted == 1 and not (dynamic or offered in (None, 0, 1)):
         return Drop(f"core count: single-core task, site slots have {offered} cores",
@@ -371,7 +373,7 @@ SITE_FILTERS: tuple[SiteFilter, ...] = (
     SiteFilter("high_priority", per_site(check_opportunistic), "§6.5 opportunistic sites for prio >= 800 or scouts", True),
     SiteFilter("inactive", filter_inactive, "seed 000 step 3 inactive queues (2 h) for prio > 800/scout/merge", True),
     SiteFilter("zero_share", per_site(check_zero_share), "seed 000 step 3 'Zero Share'", True),
-    SiteFilter("core_count", per_site(check_core_count), "§6.5 core count (MCORE only for coreCount > 1)", True),
+    SiteFilter("core_count", per_site(check_core_count), "§6.5 core count (site cores >= task cores, or dynamic)", True),
     SiteFilter("software", per_site(check_software), "seed 000 'ATLAS Release'; §6.5 software/container"),
     SiteFilter("memory", per_site(check_memory), "seed 000 'Memory probe and brokerage'; §6.5 memory x 0.9"),
     SiteFilter("scratch_disk", per_site(check_scratch_disk), "§6.5 scratch disk"),

@@ -77,7 +77,7 @@ SITE_FIELDS: dict[str, Callable[[Any, str], Any]] = {
     "cloud": lambda v, p: fields.text(v, p, max_length=64),
     "tier": lambda v, p: fields.integer(v, p, minimum=0, maximum=3),
     "nucleus": lambda v, p: fields.text(v, p, max_length=64),
-    "core_count": lambda v, p: fields.integer(v, p, minimum=0, maximum=1024),
+    "core_count": lambda v, p: fields.integer(v, p, minimum=-1, maximum=1024),  # 0 or -1: dynamic slots
     "core_power": _positive,
     "min_memory": _count,
     "max_memory": _count,

@@ -73,6 +73,27 @@ class StoreDataCatalog:
         return [Replica(endpoint=r.endpoint, complete=r.complete, kind=r.kind) for r in rows]
 
 
+    def replica_map(self, dataset: str, lfns: Sequence[str]) -> dict[str, set[str]]:
+        wanted = set(lfns)
+        found: dict[str, set[str]] = {}
+        for name in self.constituents(dataset):
+            row = self.conn.execute(select(catalog_datasets.c.id).where(catalog_datasets.c.name == name)).first()
+            if row is None:
+                continue
+            in_dataset = wanted & set(self.conn.execute(select(catalog_files.c.lfn).where(
+                catalog_files.c.dataset_id == row.id, catalog_files.c.lfn.in_(list(wanted)))).scalars()) if wanted else set()
+            for replica in self.conn.execute(select(catalog_replicas).where(catalog_replicas.c.dataset_id == row.id)):
+                if replica.complete:
+                    held = in_dataset
+                else:
+                    held = set(self.conn.execute(
+                        select(catalog_files.c.lfn).join(catalog_file_replicas, catalog_file_replicas.c.file_id == catalog_files.c.id)
+                        .where(catalog_files.c.dataset_id == row.id, catalog_file_replicas.c.endpoint == replica.endpoint,
+                               catalog_files.c.lfn.in_(list(in_dataset)))).scalars()) if in_dataset else set()
+                found.setdefault(replica.endpoint, set()).update(held)
+        return found
+
+
 # ------------------------------------------------------------------------------------- operations
 
 def known_endpoints(conn: Connection) -> set[str]:

@@ -88,8 +88,10 @@ FILTER_CASES = [
      "processing type reco not among evgen, simul"),
     ("share matches", {}, {}, {"processing_types": ("evgen", "simul")}, BUSY, "kept", "weight"),
     ("excluded type", {}, {}, {"excluded_processing_types": ("sim*",)}, BUSY, "zero_share", "excluded"),
-    # §6.5 core count: MCORE only for coreCount > 1; single core needs a single-core (or dynamic) queue
-    ("mcore task, score site", {"core_count": 8}, {}, {}, BUSY, "core_count", "multi-core (8), site slots have 1"),
+    # §6.5 core count (generic broker): site cores >= task cores, or dynamic; single core needs a single-core (or dynamic) queue
+    ("mcore task, score site", {"core_count": 8}, {}, {}, BUSY, "core_count", "task needs 8 cores, site slots have 1"),
+    ("16-core task, 8-core site", {"core_count": 16}, {}, {"core_count": 8, "max_memory": 64000}, BUSY, "core_count",
+     "task needs 16 cores, site slots have 8"),
     ("score task, mcore site", {}, {}, {"core_count": 8, "max_memory": 64000}, BUSY, "core_count", "single-core task"),
     ("mcore task, dynamic site", {"core_count": 8}, {}, {"core_count": -1, "max_memory": 64000}, BUSY, "kept", "weight"),
     ("any-core task", {"core_count": 0}, {}, {"core_count": 8, "max_memory": 64000}, BUSY, "kept", "weight"),

@@ -1,0 +1,41 @@
+"""`jedictl explain task ID`: why a task is or is not progressing."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from jedictl.commands._common import ConfigOpt, DbOpt, NowOpt, OutputOpt, QuietOpt, SeedOpt, VerboseOpt, context, handle_errors
+
+app = typer.Typer(help="Explain what holds something back.", no_args_is_help=True)
+
+
+@app.command("task")
+@handle_errors
+def task(
+    ctx: typer.Context,
+    task_id: Annotated[int, typer.Argument(metavar="TASK_ID", help="The task.")],
+    seed: SeedOpt = None,
+    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
+    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
+) -> None:
+    """Status and reason, lease holder, waits, files by status, the throttle decision for its queue,
+    and the brokerage trail of its next chunk: every site kept with its weight or dropped by the
+    first rule that failed, with the values."""
+    app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    from jedictl.engine.explain import explain_task
+    from jedictl.store.data_catalog import StoreDataCatalog
+
+    with app_ctx.store().read() as conn:
+        report = explain_task(conn, task_id, app_ctx.settings, app_ctx.clock.now(), StoreDataCatalog(conn), seed)
+    if app_ctx.output == "table":
+        report = {**report, "throttle": _flat(report.get("throttle"))}
+    app_ctx.emit(report)
+
+
+def _flat(decision: dict | None) -> str | None:
+    if not decision:
+        return None
+    state = "throttled" if decision["throttled"] else "open"
+    return f"{state} ({decision['rule']}): {decision['message']}"
