@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 import typer
 
 from jedictl import __version__
-from jedictl.commands import broker, check, completion, config_cmd, data, db, explain, feed, refine, sites, split, submit, task
+from jedictl.commands import broker, check, completion, config_cmd, data, db, explain, feed, generate, jobs, refine, sites, split, submit, task
 from jedictl.commands._common import (
     ConfigOpt,
     DbOpt,
@@ -58,10 +58,12 @@ app.command("submit")(submit.submit)
 app.command("refine")(refine.refine)
 app.command("feed")(feed.feed)
 app.command("broker")(broker.broker)
+app.command("generate")(generate.generate)
 # Tools that need no store.
 app.command("split")(split.split)
 # Inspection and administration.
 app.add_typer(task.app, name="task")
+app.add_typer(jobs.app, name="jobs")
 app.add_typer(explain.app, name="explain")
 app.add_typer(sites.app, name="sites")
 app.add_typer(data.app, name="data")

@@ -134,6 +134,8 @@ class GenerateSettings:
     scout_max_input_gb: float = _s(50.0, "direct-IO scout input cap", "InputChunk")
     max_input_gb: float = _s(500.0, "direct-IO input cap after the avalanche", "InputChunk")
     batch_size: int = _s(10_000, "files per generation transaction", "performance.md C.4")
+    throttle: bool = _s(True, "apply the job throttler (off: generate whatever is released)", "")
+    claim_batch: int = _s(10, "tasks leased at a time within a pass", "")
 
 
 @dataclass(frozen=True)

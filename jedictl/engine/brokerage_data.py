@@ -55,7 +55,7 @@ def next_chunk_files(conn: Connection, task_id: int, limit: int) -> list[Any]:
     masters = select(datasets.c.id).where(datasets.c.task_id == task_id, datasets.c.master_id.is_(None),
                                           datasets.c.type.in_(["input", "pseudo_input"]))
     return list(conn.execute(
-        select(files.c.id, files.c.lfn, files.c.size, files.c.n_events, files.c.start_event, files.c.end_event, datasets.c.name.label("dataset"))
+        select(files.c.lfn, files.c.size, files.c.n_events, datasets.c.name.label("dataset"))
         .join(datasets, datasets.c.id == files.c.dataset_id)
         .where(files.c.dataset_id.in_(masters), files.c.status == FileStatus.READY.value,
                (files.c.max_attempt.is_(None)) | (files.c.attempt_nr < files.c.max_attempt))
@@ -64,13 +64,14 @@ def next_chunk_files(conn: Connection, task_id: int, limit: int) -> list[Any]:
 
 
 def chunk_of(records: Sequence[Any], catalog: DataCatalog, **flags: Any) -> ChunkInput:
-    """A ChunkInput for brokerage: one entry per file (ranges of one file count once) with its replicas."""
+    """A ChunkInput for brokerage from (lfn, size, n_events, dataset name) records: one entry per file
+    (the ranges of one file count once), with its replicas."""
     seen: dict[str, tuple[str, int, int | None]] = {}
     by_dataset: dict[str, list[str]] = {}
-    for record in records:
-        if record.lfn not in seen:
-            seen[record.lfn] = (record.lfn, record.size or 0, record.n_events)
-            by_dataset.setdefault(record.dataset, []).append(record.lfn)
+    for lfn, size, n_events, dataset in records:
+        if lfn not in seen:
+            seen[lfn] = (lfn, size or 0, n_events)
+            by_dataset.setdefault(dataset, []).append(lfn)
     replicas = []
     for dataset, lfns in by_dataset.items():
         for endpoint, held in catalog.replica_map(dataset, lfns).items():

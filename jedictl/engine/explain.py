@@ -80,7 +80,7 @@ def explain_task(conn: Any, task_id: int, settings: Settings, now: datetime, dat
 def _files_by_status(conn: Any, task_id: int) -> list[dict[str, Any]]:
     rows = conn.execute(
         select(datasets.c.name, datasets.c.type, files.c.status, func.count())
-        .join(datasets, datasets.c.id == files.c.dataset_id).where(files.c.task_id == task_id)
+        .join(datasets, datasets.c.id == files.c.dataset_id).where(datasets.c.task_id == task_id)
         .group_by(datasets.c.name, datasets.c.type, files.c.status).order_by(datasets.c.name, files.c.status)
     )
     return [{"dataset": r[0], "type": r[1], "status": r[2], "files": r[3]} for r in rows]

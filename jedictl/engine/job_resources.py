@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from jedictl.config import Settings
 from jedictl.engine.templates import TemplateError, UnresolvedPlaceholder
@@ -52,9 +53,11 @@ class SiteResources:
     max_scratch_mb: int | None = None
 
 
-@dataclass(frozen=True)
-class ChunkFile:
-    """An input file of the job: `files` columns (attempt_nr, size, n_events, start/end_event, ram_count)."""
+class ChunkFile(NamedTuple):
+    """An input file of the job: `files` columns (attempt_nr, size, n_events, start/end_event, ram_count).
+
+    A NamedTuple: the generator builds one per input file of every job (a million per big task).
+    """
 
     attempt_nr: int = 0
     size: int | None = 0
@@ -85,10 +88,15 @@ def plan_job_resources(task: TaskResources, site: SiteResources, files: Sequence
                        is_scout: bool = False, is_merge: bool = False, direct_io: bool = False,
                        merge_default_ram_mb: int = 2000, merge_max_walltime_hours: float | None = None) -> JobResources:
     """Every resource column of one job (jedi-inventory §6.7)."""
-    attempt_nr = job_attempt_nr(files)
+    # One pass over the files (this runs for every job of a big task); same values as job_attempt_nr etc.
+    attempt_nr, chunk_ram, master_events = 1, 0, 0
+    for f in files:
+        if f.is_master:
+            attempt_nr = max(attempt_nr, 1 + (f.attempt_nr or 0))
+            chunk_ram = max(chunk_ram, f.ram_count or 0)
+            master_events += _events(f)
     cores = job_core_count(task, site, is_merge)
-    chunk_ram = max((f.ram_count or 0 for f in files if f.is_master), default=0)
-    walltime, cpu_count = job_max_walltime(task, site, cores, sum(_events(f) for f in files if f.is_master), is_merge,
+    walltime, cpu_count = job_max_walltime(task, site, cores, master_events, is_merge,
                                            merge_max_walltime_hours=merge_max_walltime_hours)
     priority = job_priority(task.current_priority, is_scout, is_merge, settings.brokerage.scout_priority_floor,
                             settings.generate.merge_priority)

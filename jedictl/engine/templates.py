@@ -20,6 +20,7 @@ raises `UnresolvedPlaceholder`; any other `${...}` (a shell variable) is kept ve
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import unquote
@@ -118,11 +119,7 @@ _UNMERGED_SUFFIX = ".panda.um"
 
 def render_job_parameters(template: str, job: JobContext) -> RenderedParameters:
     """The job's parameters from the task's (or the merge) template (jedi-inventory §6.9)."""
-    # Event-service blocks first: a placeholder inside a removed block must not count as unresolved.
-    if job.event_service:
-        text = _ES_ONLY.sub(lambda m: m.group(1), template)
-    else:
-        text = _ES_MERGE.sub("", _ES_ONLY.sub("", template))
+    text = _without_event_service_blocks(template, job.event_service)
     streams, datasets = _stream_map(job)
     dropped: tuple[str, ...] = ()
     if job.is_merge:
@@ -135,6 +132,26 @@ def render_job_parameters(template: str, job: JobContext) -> RenderedParameters:
     text = _PLACEHOLDER.sub(renderer.replace, text)
     text = _rewrite_final_names(text, job.outputs)
     return RenderedParameters(text=text, dropped_outputs=dropped, input_list_files=tuple(renderer.list_files.items()))
+
+
+@lru_cache(maxsize=256)
+def _without_event_service_blocks(template: str, event_service: bool) -> str:
+    """Event-service blocks first: a placeholder inside a removed block must not count as unresolved.
+    Cached: every job of a task renders the same template."""
+    if event_service:
+        return _ES_ONLY.sub(lambda m: m.group(1), template)
+    return _ES_MERGE.sub("", _ES_ONLY.sub("", template))
+
+
+@lru_cache(maxsize=4096)
+def _parse_body(body: str) -> tuple[tuple[str, ...], str | None, tuple[tuple[str, str | None], ...]] | None:
+    """A placeholder body as (names, slice, decorators); None when it is not one jedictl renders.
+    Cached: a task's jobs use the same few placeholders over and over."""
+    parsed = _BODY.match(body)
+    if parsed is None:
+        return None
+    decorators = tuple((d.group(1), d.group(2)) for d in _DECORATOR.finditer(parsed.group("decorators") or ""))
+    return tuple(parsed.group("names").split(",")), parsed.group("slice"), decorators
 
 
 def compact_lfn_list(lfns: Sequence[str]) -> str:
@@ -210,19 +227,18 @@ class _Renderer:
         pair = _PAIR.match(body)
         if pair:
             return self._merge_pair(pair.group(1), pair.group(2))
-        parsed = _BODY.match(body)
+        parsed = _parse_body(body)
         if parsed is None:
             return self._unknown(match.group(0), body)
-        names = parsed.group("names").split(",")
-        decorators = [(d.group(1), d.group(2)) for d in _DECORATOR.finditer(parsed.group("decorators") or "")]
-        if len(names) == 1 and names[0] in _OWN_SCALARS and not parsed.group("slice"):
+        names, slice_text, decorators = parsed
+        if len(names) == 1 and names[0] in _OWN_SCALARS and not slice_text:
             return self._own_scalar(match.group(0), names[0], decorators)
         if len(names) == 1 and names[0] in self.dropped:
             return ""  # a merge output without input: nothing to name
         if any(name in self.streams for name in names):
             lfns = [lfn for name in names for lfn in self.streams.get(name, [])]
-            if parsed.group("slice"):
-                lfns = _apply_slice(lfns, parsed.group("slice"), match.group(0))
+            if slice_text:
+                lfns = _apply_slice(lfns, slice_text, match.group(0))
             if not lfns:
                 raise UnresolvedPlaceholder(match.group(0), "selects no file")
             return self._files(match.group(0), names, lfns, decorators)
@@ -236,7 +252,7 @@ class _Renderer:
             raise UnresolvedPlaceholder(placeholder)
         return placeholder  # not ours (e.g. a shell variable): kept as written
 
-    def _own_scalar(self, placeholder: str, name: str, decorators: list[tuple[str, str | None]]) -> str:
+    def _own_scalar(self, placeholder: str, name: str, decorators: Sequence[tuple[str, str | None]]) -> str:
         job = self.job
         flags = [d for d, _ in decorators]
         if name == "SN" and flags in ([], ["P"]):
@@ -256,7 +272,7 @@ class _Renderer:
             raise UnresolvedPlaceholder(placeholder)
         return str(value)
 
-    def _files(self, placeholder: str, names: list[str], lfns: list[str], decorators: list[tuple[str, str | None]]) -> str:
+    def _files(self, placeholder: str, names: Sequence[str], lfns: list[str], decorators: Sequence[tuple[str, str | None]]) -> str:
         flags = {d for d, _ in decorators}
         unknown = flags - {"L", "S", "A", "T", "F", "M", "E"}
         if unknown:

@@ -8,10 +8,12 @@ driver, `COPY ... FROM STDIN` on PostgreSQL. Both run inside the caller's transa
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence, TypeVar
 
 from sqlalchemy import JSON, Connection, Table
 from sqlalchemy.exc import IntegrityError
+
+T = TypeVar("T")
 
 
 def insert_tuples(conn: Connection, table: Table, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> int:
@@ -39,3 +41,9 @@ def insert_tuples(conn: Connection, table: Table, columns: Sequence[str], rows: 
         placeholders = ", ".join("?" for _ in columns)
         conn.exec_driver_sql(f"INSERT INTO {table.name} ({names}) VALUES ({placeholders})", rows)
     return len(rows)
+
+
+def slices(items: Sequence[T], size: int = 1000) -> Iterator[Sequence[T]]:
+    """Bound IN lists: SQLite limits bound parameters, and psycopg re-parses long statements."""
+    for start in range(0, len(items), size):
+        yield items[start:start + size]

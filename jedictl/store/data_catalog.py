@@ -11,7 +11,7 @@ from sqlalchemy import Connection, delete, func, insert, select, update
 
 from jedictl.engine.data_catalog import CatalogDataset, CatalogFile, CatalogImport, Replica
 from jedictl.errors import BadInput, NotFound
-from jedictl.store.bulk import insert_tuples
+from jedictl.store.bulk import insert_tuples, slices
 from jedictl.store.schema import (
     catalog_container_members,
     catalog_datasets,
@@ -76,20 +76,26 @@ class StoreDataCatalog:
     def replica_map(self, dataset: str, lfns: Sequence[str]) -> dict[str, set[str]]:
         wanted = set(lfns)
         found: dict[str, set[str]] = {}
-        for name in self.constituents(dataset):
+        members = self.constituents(dataset)
+        for name in members:
             row = self.conn.execute(select(catalog_datasets.c.id).where(catalog_datasets.c.name == name)).first()
             if row is None:
                 continue
-            in_dataset = wanted & set(self.conn.execute(select(catalog_files.c.lfn).where(
-                catalog_files.c.dataset_id == row.id, catalog_files.c.lfn.in_(list(wanted)))).scalars()) if wanted else set()
+            if members == [dataset]:  # a plain dataset: the files asked about are its own
+                in_dataset = wanted
+            else:  # a container: which of its datasets holds which file
+                in_dataset = set()
+                for part in slices(sorted(wanted)):
+                    in_dataset.update(self.conn.execute(select(catalog_files.c.lfn).where(
+                        catalog_files.c.dataset_id == row.id, catalog_files.c.lfn.in_(part))).scalars())
             for replica in self.conn.execute(select(catalog_replicas).where(catalog_replicas.c.dataset_id == row.id)):
                 if replica.complete:
                     held = in_dataset
                 else:
                     held = set(self.conn.execute(
                         select(catalog_files.c.lfn).join(catalog_file_replicas, catalog_file_replicas.c.file_id == catalog_files.c.id)
-                        .where(catalog_files.c.dataset_id == row.id, catalog_file_replicas.c.endpoint == replica.endpoint,
-                               catalog_files.c.lfn.in_(list(in_dataset)))).scalars()) if in_dataset else set()
+                        .where(catalog_files.c.dataset_id == row.id, catalog_file_replicas.c.endpoint == replica.endpoint))
+                        .scalars()) & in_dataset if in_dataset else set()
                 found.setdefault(replica.endpoint, set()).update(held)
         return found
 

@@ -97,6 +97,9 @@ def _configure_sqlite(engine: Engine, busy_timeout_s: float, foreign_keys: bool)
         cursor.execute(f"PRAGMA foreign_keys = {'ON' if foreign_keys else 'OFF'}")
         cursor.execute("PRAGMA journal_mode = WAL")
         cursor.execute("PRAGMA synchronous = NORMAL")
+        # The default 2 MB page cache thrashes once the file table's indexes outgrow it (a 1M-file
+        # task); 64 MB is allocated lazily, so small stores and short commands pay nothing for it.
+        cursor.execute("PRAGMA cache_size = -65536")
         cursor.close()
 
     @event.listens_for(engine, "begin")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any, Sequence
 
-from sqlalchemy import ColumnElement, Connection, Table, and_, or_, select, update
+from sqlalchemy import CTE, ColumnElement, Connection, Select, Table, and_, or_, select, update
 
 from jedictl.errors import LeaseLost
 
@@ -32,21 +32,25 @@ def claim(
     limit: int,
 ) -> list[int]:
     """Lease up to `limit` free rows matching `where`, in `order_by` order; returns their ids."""
-    candidates = (
-        select(table.c.id)
-        .where(where, is_free(table, now))
-        .order_by(*order_by)
-        .limit(limit)
-        .with_for_update(skip_locked=True)
-        .scalar_subquery()
-    )
+    candidates = claim_candidates(select(table.c.id).where(where, is_free(table, now)).order_by(*order_by).limit(limit))
     statement = (
         update(table)
-        .where(table.c.id.in_(candidates), is_free(table, now))
+        .where(table.c.id == candidates.c.id, is_free(table, now))
         .values(lease_owner=owner, lease_expires_at=now + timedelta(seconds=seconds))
         .returning(table.c.id)
     )
     return sorted(conn.execute(statement).scalars().all())
+
+
+def claim_candidates(query: Select) -> CTE:
+    """The rows a claim may take, as a CTE the UPDATE joins (`UPDATE ... FROM candidates`).
+
+    Not `WHERE id IN (SELECT ... LIMIT n FOR UPDATE SKIP LOCKED)`: PostgreSQL may run such a subquery
+    more than once, and with SKIP LOCKED each run can return other rows, so more than n rows would be
+    claimed. A materialized CTE is evaluated exactly once. SKIP LOCKED renders as nothing on SQLite,
+    where BEGIN IMMEDIATE already makes the statement exclusive.
+    """
+    return query.with_for_update(skip_locked=True).cte("candidates").prefix_with("MATERIALIZED", dialect="postgresql")
 
 
 def claim_one(conn: Connection, table: Table, row_id: int, owner: str, now: datetime, seconds: float) -> bool:

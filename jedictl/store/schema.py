@@ -242,7 +242,7 @@ files = Table(
     Column("created_at", TIME, nullable=False),
     Column("last_attempt_at", TIME),
     Index("ix_files_dataset_status", "dataset_id", "status", "id"),
-    Index("ix_files_task_status", "task_id", "status"),
+    Index("ix_files_task", "task_id"),  # no status: status changes are the hot path (migration 0004)
 )
 # JEDI's feeder key (lfn, start, end): a file or event range is recorded once per dataset, enforced by
 # the database so that even racing feeders cannot duplicate it (NULL ranges compare as -1).

@@ -1,0 +1,51 @@
+"""`jedictl jobs list|show`: inspect jobs (the executor protocol adds dispatch, report, heartbeat, kill)."""
+
+from __future__ import annotations
+
+from typing import Annotated, List, Optional
+
+import typer
+
+from jedictl.commands._common import ConfigOpt, DbOpt, NowOpt, OutputOpt, QuietOpt, VerboseOpt, context, handle_errors
+
+app = typer.Typer(help="Jobs: inspect them; executors pull and report them.", no_args_is_help=True)
+
+LIST_COLUMNS = ["job_id", "task_job", "status", "site", "priority", "attempt_nr", "cores", "ram_mb", "modified_at"]
+
+
+@app.command("list")
+@handle_errors
+def list_(
+    ctx: typer.Context,
+    task_id: Annotated[Optional[int], typer.Option("--task", help="Only jobs of this task.")] = None,
+    status: Annotated[Optional[List[str]], typer.Option("--status", help="Only jobs in this status (repeatable).")] = None,
+    site: Annotated[Optional[str], typer.Option("--site", help="Only jobs at this site.")] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many jobs, newest first.")] = 100,
+    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
+    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
+) -> None:
+    """List jobs, newest first."""
+    app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    from jedictl.engine.job_views import job_summary
+    from jedictl.store import jobs as job_store
+
+    with app_ctx.store().read() as conn:
+        rows = [job_summary(row) for row in job_store.list_jobs(conn, task_id, status or (), site, limit)]
+    app_ctx.emit(rows, columns=LIST_COLUMNS)
+
+
+@app.command("show")
+@handle_errors
+def show(
+    ctx: typer.Context,
+    job: Annotated[str, typer.Argument(metavar="JOB", help="A job id (4711) or TASK.INDEX (12.3: job 3 of task 12).")],
+    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
+    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
+) -> None:
+    """Show one job: status, site, resources, rendered parameters and its files."""
+    app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    from jedictl.engine.job_views import job_details, parse_job_ref
+
+    reference = parse_job_ref(job)
+    with app_ctx.store().read() as conn:
+        app_ctx.emit(job_details(conn, reference))

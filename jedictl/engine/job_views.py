@@ -1,0 +1,52 @@
+"""Read models for `jobs list` and `jobs show`, and the job reference syntax (4711 or 12.3)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from jedictl.errors import BadInput, NotFound
+from jedictl.store import jobs as job_store
+
+_REFERENCE = re.compile(r"^(\d+)(?:\.(\d+))?$")
+
+
+@dataclass(frozen=True)
+class JobRef:
+    job_id: int | None = None
+    task_id: int | None = None
+    index: int | None = None
+
+    def __str__(self) -> str:
+        return str(self.job_id) if self.job_id is not None else f"{self.task_id}.{self.index}"
+
+
+def parse_job_ref(text: str) -> JobRef:
+    match = _REFERENCE.match(text.strip())
+    if not match:
+        raise BadInput("must be a job id (4711) or TASK.INDEX (12.3)", "JOB")
+    if match.group(2) is None:
+        return JobRef(job_id=int(match.group(1)))
+    return JobRef(task_id=int(match.group(1)), index=int(match.group(2)))
+
+
+def job_summary(row: Any) -> dict[str, Any]:
+    return {"job_id": row.id, "task_job": f"{row.task_id}.{row.task_job_index}", "task_id": row.task_id, "status": row.status,
+            "site": row.site, "priority": row.current_priority, "attempt_nr": row.attempt_nr, "cores": row.core_count,
+            "ram_mb": row.min_ram_count, "scout": row.is_scout, "kind": row.kind, "modified_at": row.modified_at}
+
+
+def job_details(conn: Any, reference: JobRef) -> dict[str, Any]:
+    row = job_store.get_job(conn, reference.job_id, reference.task_id, reference.index)
+    if row is None:
+        raise NotFound(f"job {reference} does not exist")
+    details = {**job_summary(row), **{key: getattr(row, key) for key in (
+        "sub_status", "max_attempt", "assigned_priority", "cloud", "nucleus", "work_queue", "gshare", "resource_type",
+        "transformation", "job_parameters", "max_walltime", "max_disk_count", "executor", "error_source", "error_code", "error_diag",
+        "wall_time", "cpu_time", "max_pss", "n_events", "created_at", "state_changed_at", "dispatched_at", "started_at", "ended_at",
+        "heartbeat_at")}}
+    details["files"] = [{"type": f.type, "lfn": f.lfn, "dataset_id": f.dataset_id, "file_id": f.file_id, "attempt_nr": f.attempt_nr,
+                         "status": f.status, "size": f.size, "destination": f.destination}
+                        for f in job_store.files_of_job(conn, row.id)]
+    return details
