@@ -11,14 +11,17 @@ PostgreSQL: psycopg 3. Safety under concurrency comes from guarded UPDATEs and `
 from __future__ import annotations
 
 import contextlib
+import functools
+import sqlite3
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Iterator
 
 from sqlalchemy import Connection, Engine, create_engine, event, make_url, text
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
-from sqlalchemy.pool import NullPool
+from sqlalchemy.pool import QueuePool
 
 from jedictl.errors import SchemaMismatch, StoreUnavailable
 from jedictl.redact import mask_url
@@ -72,12 +75,14 @@ def create_store_engine(url: str, busy_timeout_s: float = 60.0, foreign_keys: bo
         raise StoreUnavailable(f"store URL {mask_url(url)!r} is not valid: {exc}") from exc
     backend = parsed.get_backend_name()
     try:
+        # One connection kept for the life of the process (a few more if a pass nests a read in a
+        # write): a pass commits many short transactions, and reconnecting for each threw away
+        # SQLite's page cache and paid a WAL checkpoint or a PostgreSQL login every time.
         if backend == "sqlite":
-            # Short-lived processes on a file database: no pool to hold connections open.
-            engine = create_engine(parsed, poolclass=NullPool)
+            engine = create_engine(parsed, poolclass=QueuePool, pool_size=1, max_overflow=4)
             _configure_sqlite(engine, busy_timeout_s, foreign_keys)
         elif backend == "postgresql":
-            engine = create_engine(parsed, poolclass=NullPool)
+            engine = create_engine(parsed, poolclass=QueuePool, pool_size=1, max_overflow=4, pool_pre_ping=True)
         else:
             raise StoreUnavailable(f"store URL {mask_url(url)!r}: backend {backend!r} is not supported (use sqlite or postgresql)")
     except NoSuchModuleError as exc:
@@ -85,6 +90,18 @@ def create_store_engine(url: str, busy_timeout_s: float = 60.0, foreign_keys: bo
     except ModuleNotFoundError as exc:
         raise StoreUnavailable(f"store URL {mask_url(url)!r}: driver not installed ({exc.name}); pip install 'jedictl[postgres]'") from exc
     return engine
+
+
+@functools.lru_cache(maxsize=4096)  # a pass writes the same few `now`s on thousands of rows
+def _sqlite_time(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+# Bulk paths hand tuples straight to the driver (store.bulk). Times must then be written exactly as
+# SQLAlchemy's DateTime writes them, microseconds always present: SQLite compares times as text, and
+# the driver's own default ('2026-11-21 12:00:00', deprecated since Python 3.12) sorts before
+# '2026-11-21 12:00:00.000000'.
+sqlite3.register_adapter(datetime, _sqlite_time)
 
 
 def _configure_sqlite(engine: Engine, busy_timeout_s: float, foreign_keys: bool) -> None:
