@@ -1,0 +1,152 @@
+"""Named queries behind `jobs dispatch`: claim activated jobs for an executor and load what it needs.
+
+The claim is one statement (PanDA's getJobs, panda-server.md §2.2, §3.5): the candidates are picked in
+dispatch order inside a MATERIALIZED CTE with `FOR UPDATE SKIP LOCKED`, and an `UPDATE ... FROM` moves
+them `activated -> sent`. Two dispatchers on PostgreSQL never wait on each other's rows and never
+take the same row; on SQLite the store's BEGIN IMMEDIATE makes the statement exclusive. The
+`status = 'activated'` guard in the UPDATE makes a double hand-out impossible either way.
+
+The store does not import the engine: filters arrive as any object with the attributes of
+`DispatchFilterValues` (the engine's `DispatchFilters`), with the label family already resolved into
+the prod_source_labels it stands for.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime
+from typing import Any, Mapping, Protocol, Sequence
+
+from sqlalchemy import Connection, Row, case, func, or_, select, update
+
+from jedictl.model import JobStatus
+from jedictl.store.bulk import slices
+from jedictl.store.data_catalog import StoreDataCatalog
+from jedictl.store.leases import claim_candidates
+from jedictl.store.schema import datasets, job_files, jobs, sites
+
+#: Statuses whose jobs count as executing for the share order (panda-server.md §3.4: sent/running;
+#: starting is between the two and runs on the same cores).
+EXECUTING = (JobStatus.SENT.value, JobStatus.STARTING.value, JobStatus.RUNNING.value)
+#: HS06 per core of a site that gives no core power (PanDA's default corepower).
+DEFAULT_CORE_POWER = 10.0
+
+
+class DispatchFilterValues(Protocol):
+    memory_mb: int | None
+    disk_mb: int | None
+    walltime_s: int | None
+    resource_type: str | None
+    task_id: int | None
+
+    @property
+    def prod_source_labels(self) -> tuple[str, ...] | None: ...
+
+
+def site_exists(conn: Connection, site: str) -> bool:
+    return conn.execute(select(sites.c.name).where(sites.c.name == site)).first() is not None
+
+
+def _within(column: Any, limit: int) -> Any:
+    """PanDA's construct_where_clause: a job that states no need (NULL or 0) fits any offer."""
+    return or_(column.is_(None), column == 0, column <= limit)
+
+
+def filter_clauses(filters: DispatchFilterValues | None) -> list[Any]:
+    if filters is None:
+        return []
+    clauses = []
+    if filters.memory_mb is not None:
+        clauses.append(_within(jobs.c.min_ram_count, filters.memory_mb))
+    if filters.disk_mb is not None:
+        clauses.append(_within(jobs.c.max_disk_count, filters.disk_mb))
+    if filters.walltime_s is not None:
+        clauses.append(_within(jobs.c.max_walltime, filters.walltime_s))
+    if filters.resource_type is not None:
+        clauses.append(jobs.c.resource_type == filters.resource_type)
+    labels = filters.prod_source_labels
+    if labels is not None:
+        clauses.append(jobs.c.prod_source_label.in_(list(labels)))
+    if filters.task_id is not None:
+        clauses.append(jobs.c.task_id == filters.task_id)
+    return clauses
+
+
+def dispatch_order(ranks: Mapping[str, int] | None) -> list[Any]:
+    """ORDER BY of the candidates: share rank (unknown shares last), priority high first, oldest first;
+    `ranks` None is PanDA's sloppy dispatch (getCriteriaByAge): the oldest job whatever its share."""
+    if ranks is None:
+        return [jobs.c.id]
+    order: list[Any] = []
+    if ranks:
+        order.append(case(dict(ranks), value=jobs.c.gshare, else_=len(ranks)))
+    return order + [jobs.c.current_priority.desc(), jobs.c.id]
+
+
+def claim_jobs(conn: Connection, site: str, count: int, executor: str, now: datetime, ranks: Mapping[str, int] | None,
+               filters: DispatchFilterValues | None = None) -> list[int]:
+    """Move up to `count` activated jobs of `site` to `sent` for `executor`, in one statement; their ids
+    (ascending: RETURNING keeps no order, the caller re-sorts by the dispatch key)."""
+    if count <= 0:
+        return []
+    candidates = claim_candidates(
+        select(jobs.c.id).where(jobs.c.status == JobStatus.ACTIVATED.value, jobs.c.site == site, *filter_clauses(filters))
+        .order_by(*dispatch_order(ranks)).limit(count))
+    statement = (
+        update(jobs)
+        .where(jobs.c.id == candidates.c.id, jobs.c.status == JobStatus.ACTIVATED.value)
+        .values(status=JobStatus.SENT.value, executor=executor, dispatched_at=now, state_changed_at=now, modified_at=now,
+                heartbeat_at=now, command_to_pilot=None)
+        .returning(jobs.c.id)
+    )
+    return sorted(conn.execute(statement).scalars().all())
+
+
+def executing_hs06(conn: Connection) -> dict[str, float]:
+    """HS06 executing per global share: cores x the site's core power over sent/starting/running jobs
+    (what PanDA's jobs_share_stats measures, §3.4). Jobs without a share are left out."""
+    power = func.coalesce(func.nullif(sites.c.core_power, 0), DEFAULT_CORE_POWER)
+    cores = func.coalesce(func.nullif(jobs.c.core_count, 0), 1)
+    rows = conn.execute(
+        select(jobs.c.gshare, func.sum(cores * power))
+        .select_from(jobs.outerjoin(sites, sites.c.name == jobs.c.site))
+        .where(jobs.c.status.in_(EXECUTING), jobs.c.gshare.is_not(None))
+        .group_by(jobs.c.gshare)
+    ).all()
+    return {gshare: float(total or 0.0) for gshare, total in rows}
+
+
+# ---------------------------------------------------------------------------------------- payload
+
+FILE_COLUMNS = (job_files.c.job_id, job_files.c.lfn, job_files.c.scope, job_files.c.guid, job_files.c.size, job_files.c.checksum,
+                job_files.c.type, job_files.c.attempt_nr, job_files.c.destination, datasets.c.name.label("dataset"),
+                datasets.c.container_name)
+
+
+def load_jobs(conn: Connection, job_ids: Sequence[int]) -> list[Row]:
+    rows: list[Row] = []
+    for part in slices(sorted(job_ids)):
+        rows.extend(conn.execute(select(jobs).where(jobs.c.id.in_(list(part)))))
+    return sorted(rows, key=lambda row: row.id)
+
+
+def load_files(conn: Connection, job_ids: Sequence[int]) -> dict[int, list[Row]]:
+    """The job files of `job_ids` with their task dataset's name and container, per job in file order."""
+    per_job: dict[int, list[Row]] = defaultdict(list)
+    for part in slices(sorted(job_ids)):
+        for row in conn.execute(select(*FILE_COLUMNS).select_from(job_files.outerjoin(datasets, datasets.c.id == job_files.c.dataset_id))
+                                .where(job_files.c.job_id.in_(list(part))).order_by(job_files.c.job_id, job_files.c.id)):
+            per_job[row.job_id].append(row)
+    return dict(per_job)
+
+
+def input_replicas(conn: Connection, wanted: Mapping[str, Sequence[str]]) -> dict[tuple[str, str], list[str]]:
+    """Endpoints holding each input, keyed (dataset, lfn): `wanted` maps a task dataset's name (a dataset
+    or a container, which the catalog resolves) to the lfns asked about. One catalog look-up per dataset."""
+    catalog = StoreDataCatalog(conn)
+    found: dict[tuple[str, str], list[str]] = {}
+    for dataset, lfns in wanted.items():
+        for endpoint, held in catalog.replica_map(dataset, lfns).items():
+            for lfn in held:
+                found.setdefault((dataset, lfn), []).append(endpoint)
+    return {key: sorted(endpoints) for key, endpoints in found.items()}
