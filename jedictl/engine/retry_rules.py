@@ -124,9 +124,10 @@ def _load_rule(item: Any, path: str) -> RetryRule:
             raise BadInput(f"is not a valid regular expression ({exc})", f"{path}.message_pattern") from exc
     scope = {name: fields.text(raw.get(name), f"{path}.{name}", max_length=256) for name in SCOPE_FIELDS}
     expires = raw.get("expires_at")
-    if expires is not None and not isinstance(expires, datetime):
+    if expires is not None:
+        # YAML reads an unquoted time itself (aware when it has an offset); jedictl keeps naive UTC.
         try:
-            expires = parse_time(str(expires))
+            expires = parse_time(expires.isoformat() if isinstance(expires, datetime) else str(expires))
         except ValueError as exc:
             raise BadInput("must be an ISO-8601 time", f"{path}.expires_at") from exc
     return RetryRule(

@@ -1,0 +1,128 @@
+"""`jedictl retry-rules import|list|remove|match`: PanDA's retry module rules in the store (docs/retry-rules.md)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any, List, Optional
+
+import typer
+
+from jedictl.commands._common import ConfigOpt, DbOpt, NowOpt, OutputOpt, QuietOpt, VerboseOpt, context, handle_errors, read_source
+
+if TYPE_CHECKING:
+    from jedictl.engine.retry_rules import RetryRule
+
+app = typer.Typer(help="Retry rules: what to do when a job fails with a given error (PanDA's retry module).",
+                  no_args_is_help=True)
+
+RULE_COLUMNS = ["id", "error_source", "error_code", "message_pattern", "action", "parameters", "scope", "active",
+                "expires_at", "description"]
+
+
+def rule_row(rule: RetryRule) -> dict[str, Any]:
+    """A rule as one output row: the scope fields it sets are gathered in `scope`, unset ones left out."""
+    from jedictl.engine.retry_rules import SCOPE_FIELDS
+
+    return {
+        "id": rule.id, "error_source": rule.error_source, "error_code": rule.error_code,
+        "message_pattern": rule.message_pattern, "action": rule.action, "parameters": dict(rule.parameters),
+        "scope": {name: getattr(rule, name) for name in SCOPE_FIELDS if getattr(rule, name)},
+        "active": rule.active, "expires_at": rule.expires_at, "description": rule.description,
+    }
+
+
+@app.command("import")
+@handle_errors
+def import_(
+    ctx: typer.Context,
+    source: Annotated[str, typer.Argument(metavar="FILE|-", help="Rules file (a YAML or JSON list, docs/retry-rules.md); - reads stdin.")],
+    replace: Annotated[bool, typer.Option("--replace", help="Make the stored rules exactly the file's: rules not in it are removed.")] = False,
+    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
+    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
+) -> None:
+    """Add the file's rules; rules already stored unchanged are skipped. All or nothing."""
+    app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    from jedictl.engine.retry_rules import parse_rules_text
+    from jedictl.store import retry_rules as rule_store
+
+    text, name = read_source(source)
+    rules = parse_rules_text(text, name)  # the whole file is checked before the store is opened
+    with app_ctx.store().begin() as conn:
+        counts = rule_store.import_rules(conn, rules, replace, source=name)
+    app_ctx.emit(counts)
+
+
+@app.command("list")
+@handle_errors
+def list_(
+    ctx: typer.Context,
+    source: Annotated[Optional[str], typer.Option("--source", help="Only rules for this error source (pilot finds pilotErrorCode too).")] = None,
+    code: Annotated[Optional[int], typer.Option("--code", help="Only rules for this error code.")] = None,
+    action: Annotated[Optional[str], typer.Option("--action", help="Only rules with this action.")] = None,
+    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
+    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
+) -> None:
+    """List the stored rules, expired ones included, by id."""
+    app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    from jedictl.store import retry_rules as rule_store
+
+    with app_ctx.store().read() as conn:
+        rules = rule_store.list_rules(conn, source=source, code=code, action=action)
+    app_ctx.emit([rule_row(rule) for rule in rules], columns=RULE_COLUMNS)
+
+
+@app.command("remove")
+@handle_errors
+def remove(
+    ctx: typer.Context,
+    ids: Annotated[List[int], typer.Argument(metavar="ID...", help="Rules to remove (ids from `retry-rules list`).")],
+    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
+    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
+) -> None:
+    """Remove rules by id. An unknown id removes nothing."""
+    app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    from jedictl.store import retry_rules as rule_store
+
+    with app_ctx.store().begin() as conn:
+        removed = rule_store.remove_rules(conn, ids)
+    app_ctx.emit({"removed": removed})
+
+
+@app.command("match")
+@handle_errors
+def match(
+    ctx: typer.Context,
+    source: Annotated[str, typer.Option("--source", help="The error source (pilot, exe, ddm, trans, jobdispatcher, ...).")],
+    code: Annotated[int, typer.Option("--code", help="The error code.")],
+    diag: Annotated[str, typer.Option("--diag", metavar="TEXT", help="The error message, for rules with a message pattern.")] = "",
+    vo: Annotated[Optional[str], typer.Option("--vo", help="The job's VO.")] = None,
+    label: Annotated[Optional[str], typer.Option("--label", help="The job's prodSourceLabel (managed, user, test, ...).")] = None,
+    architecture: Annotated[Optional[str], typer.Option("--architecture", help="The job's architecture (cmtConfig).")] = None,
+    release: Annotated[Optional[str], typer.Option("--release", help="The job's software release.")] = None,
+    work_queue: Annotated[Optional[str], typer.Option("--work-queue", help="The job's work queue.")] = None,
+    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
+    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
+) -> None:
+    """Show the rule that would act on a job failing with this error, or "no rule matches"."""
+    app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    from jedictl.engine.retry_rules import FailedJob, JobError, matches, select_rule
+    from jedictl.store import retry_rules as rule_store
+
+    moment = app_ctx.clock.now()
+    with app_ctx.store().read() as conn:
+        rules = rule_store.load_rules(conn, moment)
+    job = FailedJob(id=0, attempt_nr=1, vo=vo, prod_source_label=label, architecture=architecture,
+                    release=release, work_queue=work_queue)
+    error = JobError(source, code, diag)
+    chosen = select_rule(rules, job, [error], moment)
+    if chosen is None:
+        if app_ctx.output == "table":
+            typer.echo("no rule matches")
+        else:  # scripts get an empty result in their format: null, or a header line for tsv
+            app_ctx.emit([] if app_ctx.output == "tsv" else None, columns=RULE_COLUMNS)  # type: ignore[arg-type]
+        return
+    rule = chosen[0]
+    row = rule_row(rule)
+    row["mode"] = "acts" if rule.active else "passive: reports only"
+    # The other rules that matched too but lost on specificity/strictness: what an operator checks.
+    row["outranked"] = [other.id for other in rules if other is not rule and matches(other, job, error, moment)]
+    app_ctx.emit(row, columns=RULE_COLUMNS + ["mode", "outranked"])
