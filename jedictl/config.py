@@ -160,6 +160,31 @@ class RetrySettings:
 
 
 @dataclass(frozen=True)
+class DispatchSettings:
+    count: int = _s(1, "jobs handed out per `jobs dispatch` when --count is not given", "")
+    max_count: int = _s(10_000, "most jobs one `jobs dispatch` call may take", "")
+    sloppy_ratio: float = _s(0.1, "share of dispatch calls that ignore global shares and take the oldest jobs", "SLOPPY_DISPATCH_RATIO")
+
+
+@dataclass(frozen=True)
+class ReportSettings:
+    batch_size: int = _s(500, "job reports applied per transaction (1: one transaction per job)", "performance.md C.4")
+    merge_input_extra_attempts: int = _s(3, "attempts an unmerged output gets as a merge input", "propagateResultToJEDI")
+
+
+@dataclass(frozen=True)
+class SimulateSettings:
+    failure_rate: float = _s(0.1, "share of simulated jobs that fail", "")
+    failure_mix: list = _s([
+        {"source": "pilot", "code": 1212, "diag": "Payload exceeded memory limit", "weight": 3},
+        {"source": "trans", "code": 65, "diag": "Non-zero return code from the payload (65)", "weight": 4},
+        {"source": "pilot", "code": 1099, "diag": "Failed to stage-in file", "weight": 2},
+        {"source": "jobdispatcher", "code": 100, "diag": "lost heartbeat", "weight": 1},
+    ], "errors a failed simulated job reports, drawn by weight", "")
+    seconds_per_event: float = _s(10.0, "simulated CPU seconds per input event (per core)", "")
+
+
+@dataclass(frozen=True)
 class JobTimeoutSettings:
     """Seed 000 'Timeout values for production jobs'."""
 
@@ -240,6 +265,9 @@ class Settings:
     scouts: ScoutSettings = field(default_factory=ScoutSettings)
     retry: RetrySettings = field(default_factory=RetrySettings)
     job_timeouts: JobTimeoutSettings = field(default_factory=JobTimeoutSettings)
+    dispatch: DispatchSettings = field(default_factory=DispatchSettings)
+    report: ReportSettings = field(default_factory=ReportSettings)
+    simulate: SimulateSettings = field(default_factory=SimulateSettings)
     watchdog: WatchdogSettings = field(default_factory=WatchdogSettings)
     work_queues: list = _s(_DEFAULT_WORK_QUEUES, "work queue definitions (until queue-shares import)")
     global_shares: list = _s(_DEFAULT_GLOBAL_SHARES, "global share tree (until queue-shares import)")
@@ -362,7 +390,7 @@ def _read_yaml_mapping(path: Path) -> dict[str, Any]:
 
 
 # Keys whose values are whole lists/mappings: never flattened into sub-keys.
-_OPAQUE = {"work_queues", "global_shares", "resource_types", "retry.ram_ladder_mb", "throttle.limits"}
+_OPAQUE = {"work_queues", "global_shares", "resource_types", "retry.ram_ladder_mb", "throttle.limits", "simulate.failure_mix"}
 
 
 def _flatten(document: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:

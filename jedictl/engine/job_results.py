@@ -100,13 +100,13 @@ class DatasetDelta:
     n_events: int = 0
 
     def __add__(self, other: DatasetDelta) -> DatasetDelta:
-        return DatasetDelta(self.dataset_id, *(getattr(self, name) + getattr(other, name) for name in _COUNTERS))
+        return DatasetDelta(self.dataset_id, *(getattr(self, name) + getattr(other, name) for name in COUNTERS))
 
     def is_zero(self) -> bool:
-        return not any(getattr(self, name) for name in _COUNTERS)
+        return not any(getattr(self, name) for name in COUNTERS)
 
 
-_COUNTERS = ("n_files_used", "n_files_finished", "n_files_failed", "n_files_on_hold", "n_events_used", "n_events")
+COUNTERS = ("n_files_used", "n_files_finished", "n_files_failed", "n_files_on_hold", "n_events_used", "n_events")
 
 
 @dataclass(frozen=True)

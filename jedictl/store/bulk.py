@@ -43,6 +43,20 @@ def insert_tuples(conn: Connection, table: Table, columns: Sequence[str], rows: 
     return len(rows)
 
 
+def update_tuples(conn: Connection, table: Table, set_columns: Sequence[str], key_columns: Sequence[str], rows: Sequence[Sequence[Any]],
+                  guard: str = "") -> int:
+    """`UPDATE table SET c = ?, ... WHERE k = ? AND ... [AND guard]` once per row (the set values, then
+    the key values), through the driver's executemany; returns the rows changed. `guard` is SQL text
+    built from the engine's own constants, never from input."""
+    if not rows:
+        return 0
+    mark = "?" if conn.dialect.name == "sqlite" else "%s"
+    assignments = ", ".join(f"{name} = {mark}" for name in set_columns)
+    keys = " AND ".join(f"{name} = {mark}" for name in key_columns)
+    statement = f"UPDATE {table.name} SET {assignments} WHERE {keys}{f' AND {guard}' if guard else ''}"
+    return conn.exec_driver_sql(statement, list(rows) if not isinstance(rows, list) else rows).rowcount
+
+
 def slices(items: Sequence[T], size: int = 1000) -> Iterator[Sequence[T]]:
     """Bound IN lists: SQLite limits bound parameters, and psycopg re-parses long statements."""
     for start in range(0, len(items), size):

@@ -14,10 +14,10 @@ from typing import Any, Sequence
 
 from sqlalchemy import Connection, Row, and_, func, or_, select, update
 
-from jedictl.model import FileStatus
+from jedictl.model import JOB_FINAL, FileStatus, JobStatus
 from jedictl.store.bulk import insert_tuples, slices
 from jedictl.store.leases import claim_candidates
-from jedictl.store.schema import datasets, files, job_files, job_retry_history, jobs, output_templates
+from jedictl.store.schema import datasets, files, job_files, job_retry_history, jobs, output_templates, sites
 
 # A claimed record: the first ten columns are the splitter's InputFile fields, in order (see ClaimedIndex).
 CLAIM_COLUMNS = (files.c.id, files.c.lfn, files.c.size, files.c.n_events, files.c.start_event, files.c.end_event, files.c.first_event,
@@ -172,6 +172,56 @@ def list_jobs(conn: Connection, task_id: int | None = None, status: Sequence[str
     if site:
         query = query.where(jobs.c.site == site)
     return list(conn.execute(query))
+
+
+def unfinished_job_ids(conn: Connection, task_id: int) -> list[int]:
+    return list(conn.execute(select(jobs.c.id).where(jobs.c.task_id == task_id, jobs.c.status.notin_([s.value for s in JOB_FINAL]))
+                             .order_by(jobs.c.id)).scalars())
+
+
+def sites_with_activated_jobs(conn: Connection) -> list[str]:
+    return list(conn.execute(select(jobs.c.site).where(jobs.c.status == JobStatus.ACTIVATED.value, jobs.c.site.is_not(None))
+                             .distinct().order_by(jobs.c.site)).scalars())
+
+
+def input_events(conn: Connection, job_ids: Sequence[int]) -> dict[int, int]:
+    """Events each job reads: the event range of a range record, else the file's events."""
+    events = func.coalesce(files.c.end_event - files.c.start_event + 1, files.c.n_events, 0)
+    found: dict[int, int] = {}
+    for part in slices(sorted(job_ids)):
+        found.update(conn.execute(select(job_files.c.job_id, func.sum(events)).join(files, files.c.id == job_files.c.file_id)
+                                  .where(job_files.c.job_id.in_(list(part)), job_files.c.type == "input")
+                                  .group_by(job_files.c.job_id)).all())
+    return {job_id: int(total or 0) for job_id, total in found.items()}
+
+
+EXPIRY_COLUMNS = (jobs.c.id, jobs.c.status, jobs.c.current_priority, jobs.c.site, jobs.c.created_at, jobs.c.modified_at,
+                  jobs.c.state_changed_at, jobs.c.started_at, jobs.c.heartbeat_at)
+
+
+def expiry_candidates(conn: Connection, state_cutoffs: dict[str, datetime], *, heartbeat_cutoff: datetime, started_cutoff: datetime,
+                      limit: int) -> list[Row]:
+    """Live jobs that may have expired: in a state since before its cutoff, silent since before the
+    heartbeat cutoff (starting, running), or running since before the started cutoff."""
+    silent = func.coalesce(jobs.c.heartbeat_at, jobs.c.state_changed_at) < heartbeat_cutoff
+    clauses = [and_(jobs.c.status == status, jobs.c.state_changed_at < cutoff) for status, cutoff in state_cutoffs.items()]
+    clauses.append(and_(jobs.c.status == JobStatus.STARTING.value, silent))
+    clauses.append(and_(jobs.c.status == JobStatus.RUNNING.value, or_(silent, jobs.c.started_at < started_cutoff)))
+    return list(conn.execute(select(*EXPIRY_COLUMNS).where(or_(*clauses)).order_by(jobs.c.id).limit(limit)))
+
+
+def site_timeout_facts(conn: Connection, names: set[str | None]) -> dict[str, dict[str, Any]]:
+    """Per site: its attributes (transtimehi/transtimelo) and when a job last started there."""
+    wanted = sorted(name for name in names if name)
+    found: dict[str, dict[str, Any]] = {}
+    for part in slices(wanted):
+        for name, attributes in conn.execute(select(sites.c.name, sites.c.attributes).where(sites.c.name.in_(list(part)))):
+            found[name] = {"attributes": attributes or {}, "last_job_start": None}
+        for name, started in conn.execute(select(jobs.c.site, func.max(jobs.c.started_at)).where(jobs.c.site.in_(list(part)))
+                                          .group_by(jobs.c.site)):
+            if name in found:
+                found[name]["last_job_start"] = started
+    return found
 
 
 def count_by_status(conn: Connection, task_id: int) -> dict[str, int]:
