@@ -11,7 +11,25 @@ from typing import Annotated, Optional
 import typer
 
 from jedictl import __version__
-from jedictl.commands import broker, check, completion, config_cmd, data, db, explain, feed, generate, jobs, refine, sites, split, submit, task
+from jedictl.commands import (
+    broker,
+    check,
+    completion,
+    config_cmd,
+    data,
+    db,
+    explain,
+    feed,
+    generate,
+    jobs,
+    refine,
+    retry_rules,
+    simulate,
+    sites,
+    split,
+    submit,
+    task,
+)
 from jedictl.commands._common import (
     ConfigOpt,
     DbOpt,
@@ -59,6 +77,8 @@ app.command("refine")(refine.refine)
 app.command("feed")(feed.feed)
 app.command("broker")(broker.broker)
 app.command("generate")(generate.generate)
+# Executors: pilots played by the program (real ones use `jobs dispatch/heartbeat/report`).
+app.command("simulate")(simulate.simulate)
 # Tools that need no store.
 app.command("split")(split.split)
 # Inspection and administration.
@@ -67,6 +87,7 @@ app.add_typer(jobs.app, name="jobs")
 app.add_typer(explain.app, name="explain")
 app.add_typer(sites.app, name="sites")
 app.add_typer(data.app, name="data")
+app.add_typer(retry_rules.app, name="retry-rules")
 app.command("check")(check.check)
 app.add_typer(db.app, name="db")
 app.add_typer(config_cmd.app, name="config")

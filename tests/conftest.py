@@ -122,10 +122,10 @@ class Cli:
             assert result.exit_code == code, f"exit {result.exit_code} != {code}\nargs: {argv}\nstdout: {result.stdout}\nstderr: {result.stderr}"
         return result
 
-    def json(self, *args: str, db: str | None = None, input: str | None = None) -> Any:
+    def json(self, *args: str, db: str | None = None, input: str | None = None, env: dict[str, str] | None = None) -> Any:
         import json
 
-        return json.loads(self(*args, "-o", "json", db=db, input=input).stdout)
+        return json.loads(self(*args, "-o", "json", db=db, input=input, env=env).stdout)
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""`jedictl jobs list|show`: inspect jobs (the executor protocol adds dispatch, report, heartbeat, kill)."""
+"""`jedictl jobs`: list and show jobs; dispatch, heartbeat and report them (executors); kill them."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from typing import Annotated, List, Optional
 import typer
 
 from jedictl.commands._common import ConfigOpt, DbOpt, NowOpt, OutputOpt, QuietOpt, VerboseOpt, context, handle_errors
+from jedictl.commands.jobs_dispatch import dispatch
+from jedictl.commands.jobs_report import heartbeat, kill, report
 
 app = typer.Typer(help="Jobs: inspect them; executors pull and report them.", no_args_is_help=True)
 
@@ -49,3 +51,9 @@ def show(
     reference = parse_job_ref(job)
     with app_ctx.store().read() as conn:
         app_ctx.emit(job_details(conn, reference))
+
+
+app.command("dispatch")(dispatch)
+app.command("heartbeat")(heartbeat)
+app.command("report")(report)
+app.command("kill")(kill)

@@ -60,7 +60,7 @@ def explain_task(conn: Any, task_id: int, settings: Settings, now: datetime, dat
         nuclei = choose_nucleus(requirements, chunk, catalog, load_task_works(conn), loads, settings.task_broker, settings.brokerage,
                                 random.Random(seed), output_tokens=tokens)
         report["nucleus_brokerage"] = nuclei.rows()
-        summary.append(f"task brokerage would choose {nuclei.nucleus}" if nuclei.ok else f"no nucleus fits: {nuclei.error_dialog()}")
+        summary.append(f"task brokerage would choose {nuclei.nucleus}" if nuclei.ok else nuclei.error_dialog())
     if task.gshare and task.status not in {s.value for s in TASK_FINAL}:
         decision = throttle_decision(load_throttle_input(conn, task.gshare, task.resource_type, task.prod_source_label, settings.throttle.limits),
                                      settings.throttle)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from jedictl.errors import BadInput
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f]")  # control characters but tab and newline
 
 
 def text(value: Any, path: str, required: bool = False, max_length: int = 1024) -> str | None:
@@ -17,7 +20,7 @@ def text(value: Any, path: str, required: bool = False, max_length: int = 1024) 
     result = str(value)
     if len(result) > max_length:
         raise BadInput(f"must be at most {max_length} characters", path)
-    if any(ord(ch) < 32 and ch not in "\t\n" for ch in result):
+    if _CONTROL.search(result):
         raise BadInput("must not contain control characters", path)
     return result
 

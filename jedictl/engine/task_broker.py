@@ -139,6 +139,8 @@ class TaskBrokerage:
         for fate in self.trail:
             if not fate.kept:
                 counts[fate.rule] = counts.get(fate.rule, 0) + 1
+        if not counts:
+            return "no nucleus fits: the store defines none (`jedictl sites import` adds nuclei)"
         return "no nucleus fits: " + ", ".join(f"{rule} {n}" for rule, n in counts.items())
 
     def rows(self) -> list[dict]:
