@@ -30,7 +30,9 @@ from jedictl.store import tasks as task_store
 from jedictl.store.data_catalog import StoreDataCatalog
 from jedictl.store.schema import datasets, tasks
 
-OUTPUT_TYPES = ("output", "log", "trn_output", "trn_log")
+# Final outputs go to the nucleus; unmerged twins (trn_*, token TOMERGE) stay where their jobs ran
+# until merge jobs there read them, so they play no part in choosing a nucleus.
+OUTPUT_TYPES = ("output", "log")
 
 
 def broker_pass(store: Any, settings: Settings, owner: str, now: datetime, limit: int | None = None, seed: int | None = None,

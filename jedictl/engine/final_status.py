@@ -133,8 +133,10 @@ def masters(datasets: Iterable[DatasetRecord]) -> list[DatasetRecord]:
 
 
 def phase_complete(datasets: Iterable[DatasetRecord]) -> bool:
-    """True when no open master input still has a released file that is not terminal."""
-    return not any(d.has_unprocessed for d in masters(datasets) if d.status not in _CLOSED_DATASET)
+    """True when no open master input still has a released file that is not terminal -- including the
+    unmerged log, the master of merge jobs: a mergeOutput task is not complete while merges wait."""
+    return not any(d.has_unprocessed for d in datasets
+                   if (d.is_master_input or (d.type == DatasetType.TRN_LOG and d.master_id is None)) and d.status not in _CLOSED_DATASET)
 
 
 def avalanche_count(file_counts: Mapping[str, int]) -> int:

@@ -26,6 +26,8 @@ from jedictl.engine.data_catalog import DataCatalog
 from jedictl.engine.job_broker import broker_job_sites, pick_site, start_picking
 from jedictl.engine.job_broker_model import SiteLoad
 from jedictl.engine.job_builder import JobBuilder, TaskContext
+from jedictl.engine.merge_jobs import MergeConflict, make_merge_jobs
+from jedictl.engine.queue_shares import load_generation_order, task_ranks
 from jedictl.engine.splitters import START, InputChunk, InputFile, SecondaryInput, SplitDefaults, job_limits, site_limits, split_at_site, sub_chunks_per_site
 from jedictl.engine.task_order import Candidate, order_tasks
 from jedictl.engine.taskdef import DatasetAttributes
@@ -56,35 +58,47 @@ def generate_pass(store: Any, settings: Settings, owner: str, now: datetime, lim
         catalog = load_catalog(conn)
         loads = load_site_loads(conn)
         candidates = _candidates(conn, now)
+        share_order = load_generation_order(conn, settings)  # most under-served queues first (engine.queue_shares)
+        share_ranks = task_ranks(conn, share_order, [c.task_id for c, _ in candidates])
     budgets: dict[tuple[str | None, str | None], Any] = {}  # queue -> [decision, jobs left]
-    order = order_tasks([c for c, _ in candidates], rng, settings.generate.express_priority, settings.generate.express_ratio)
+    order = order_tasks([dataclasses.replace(c, share_rank=share_ranks[c.task_id]) for c, _ in candidates], rng,
+                        settings.generate.express_priority, settings.generate.express_ratio)
     queues = {c.task_id: queue for c, queue in candidates}
+    merging = {c.task_id: c.merge for c, _ in candidates}
     visited = 0
     for task_id in order:
         if visited >= (limit or settings.generate.n_tasks):
             break
         queue = queues[task_id]
-        budget = budgets.get(queue)
+        budget = budgets.get(queue[:3])  # one throttle decision and budget per share x resource type x label
         if budget is None and settings.generate.throttle:
             with store.read() as conn:
-                decision = throttle_decision(load_throttle_input(conn, queue[0] or "", queue[1], queue[2], settings.throttle.limits), settings.throttle)
-            budget = budgets[queue] = [decision, None if not decision.throttled else 0]
+                decision = throttle_decision(dataclasses.replace(
+                    load_throttle_input(conn, queue[0] or "", queue[1], queue[2], settings.throttle.limits),
+                    share_throttled=queue[0] not in share_order.unthrottled), settings.throttle)
+            budget = budgets[queue[:3]] = [decision, None if not decision.throttled else 0]
             if not decision.throttled:
                 budget[1] = decision.max_num_jobs
+        # A throttled queue still gets merge jobs (JEDI's merge-only mode).
+        merge_only = False
         if budget is not None and (budget[0].throttled or budget[1] <= 0):
-            report.add("throttled", task_id=task_id, reason=f"{queue[0]}/{queue[1]}: {budget[0].message}")
-            continue
+            if not merging[task_id]:
+                report.add("throttled", task_id=task_id, reason=f"{queue[0]}/{queue[1]}: {budget[0].message}")
+                continue
+            merge_only = True
         if budget is not None and budget[0].min_priority is not None and queues[task_id][3] < budget[0].min_priority:
-            report.add("throttled", task_id=task_id, reason=f"below the priority {budget[0].min_priority} let through")
-            continue
+            if not merging[task_id]:
+                report.add("throttled", task_id=task_id, reason=f"below the priority {budget[0].min_priority} let through")
+                continue
+            merge_only = True
         with store.begin() as conn:
             if not leases.claim_one(conn, tasks, task_id, owner, now, settings.lease.seconds):
                 continue  # another generator has it
         visited += 1
         try:
             generator = TaskGenerator(store, task_id, settings, owner, now, rng, catalog, loads, factory)
-            made, outcome, reason = generator.run(None if budget is None else budget[1])
-            if budget is not None and budget[1] is not None:
+            made, outcome, reason = generator.run(None if budget is None or merge_only else budget[1], merge_only=merge_only)
+            if budget is not None and budget[1] is not None and not merge_only:
                 budget[1] -= made
             report.add(outcome, task_id=task_id, jobs=made, reason=reason)
         except LeaseLost as exc:
@@ -102,11 +116,15 @@ def _candidates(conn: Any, now: datetime) -> list[tuple[Candidate, tuple[str | N
     work_left = exists(select(datasets.c.id).where(
         datasets.c.task_id == tasks.c.id, datasets.c.master_id.is_(None), datasets.c.type.in_(INPUT_TYPES),
         datasets.c.n_files_to_be_used > datasets.c.n_files_used))
+    # Unmerged files released to merge jobs: the unmerged log's watermark is above what merge jobs took.
+    merge_left = exists(select(datasets.c.id).where(
+        datasets.c.task_id == tasks.c.id, datasets.c.master_id.is_(None), datasets.c.type == "trn_log",
+        datasets.c.n_files_to_be_used > datasets.c.n_files_used)).label("merge_left")
     rows = conn.execute(select(tasks.c.id, tasks.c.user_name, tasks.c.current_priority, tasks.c.status, tasks.c.gshare,
-                               tasks.c.resource_type, tasks.c.prod_source_label)
-                        .where(tasks.c.status.in_(GENERATOR_STATUSES), work_left, leases.is_free(tasks, now),
+                               tasks.c.resource_type, tasks.c.prod_source_label, merge_left)
+                        .where(tasks.c.status.in_(GENERATOR_STATUSES), or_(work_left, merge_left), leases.is_free(tasks, now),
                                or_(tasks.c.wait_until.is_(None), tasks.c.wait_until <= now)))
-    return [(Candidate(r.id, r.user_name, r.current_priority, scouting=r.status == TaskStatus.SCOUTING.value),
+    return [(Candidate(r.id, r.user_name, r.current_priority, scouting=r.status == TaskStatus.SCOUTING.value, merge=bool(r.merge_left)),
              (r.gshare, r.resource_type, r.prod_source_label, r.current_priority)) for r in rows]
 
 
@@ -119,10 +137,15 @@ class TaskGenerator:
         self.catalog, self.loads, self.factory = catalog, loads, factory
         self.sites = {site.name: site for site in catalog.sites}
 
-    def run(self, max_jobs: int | None) -> tuple[int, str, str | None]:
+    def run(self, max_jobs: int | None, merge_only: bool = False) -> tuple[int, str, str | None]:
         with self.store.read() as conn:
             self.context = TaskContext.load(conn, self.task_id, self.settings)
         made, files_left = 0, self.settings.generate.n_files
+        merge_note = None
+        if self.context.merge:
+            made, merge_note = self._merges(max_jobs)
+        if merge_only:
+            return self._finish(made, merge_note)
         try:
             while files_left > 0 and (max_jobs is None or made < max_jobs):
                 with self.store.begin() as conn:
@@ -139,7 +162,19 @@ class TaskGenerator:
             if made:  # some jobs exist: keep the task going, say why the rest waits
                 return self._finish(made, reason)
             return self._pending(reason)
-        return self._finish(made, None)
+        return self._finish(made, merge_note)
+
+    def _merges(self, max_jobs: int | None) -> tuple[int, str | None]:
+        """Merge jobs first (JEDI prefers merge chunks), in one transaction of their own; a failure
+        writes nothing, is reported, and the task's normal jobs still go ahead."""
+        try:
+            with self.store.begin() as conn:
+                leases.renew(conn, tasks, self.task_id, self.owner, self.now, self.settings.lease.seconds)
+                ctx = TaskContext.load(conn, self.task_id, self.settings)
+                made, _ = make_merge_jobs(conn, ctx, self.settings, self.sites, self.now, max_jobs)
+        except (MergeConflict, TemplateError) as exc:
+            return 0, f"merge jobs: {exc}"
+        return made, None
 
     # --------------------------------------------------------------------------- one chunk
 

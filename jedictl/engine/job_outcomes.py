@@ -300,6 +300,7 @@ def _collect_files(propagation: Propagation, job: Any, listed: list[Any], batch:
             total[3] += delta.n_files_on_hold
             total[4] += delta.n_events_used
             total[5] += delta.n_events
+            total[6] += delta.n_files_to_be_used
     lfn_of = {jf.file_id: jf.lfn for jf in listed}
     for change in propagation.file_updates:
         registered = change.status == FileStatus.FINISHED.value and "keep_track" in change.values  # a finished output

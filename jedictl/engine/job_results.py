@@ -98,6 +98,7 @@ class DatasetDelta:
     n_files_on_hold: int = 0
     n_events_used: int = 0
     n_events: int = 0
+    n_files_to_be_used: int = 0  # unmerged outputs released to merge jobs (JEDI raises the trn dataset's watermark)
 
     def __add__(self, other: DatasetDelta) -> DatasetDelta:
         return DatasetDelta(self.dataset_id, *(getattr(self, name) + getattr(other, name) for name in COUNTERS))
@@ -106,7 +107,7 @@ class DatasetDelta:
         return not any(getattr(self, name) for name in COUNTERS)
 
 
-COUNTERS = ("n_files_used", "n_files_finished", "n_files_failed", "n_files_on_hold", "n_events_used", "n_events")
+COUNTERS = ("n_files_used", "n_files_finished", "n_files_failed", "n_files_on_hold", "n_events_used", "n_events", "n_files_to_be_used")
 
 
 @dataclass(frozen=True)
@@ -168,7 +169,8 @@ def propagate(job: JobRecord | None, report: JobReport, job_files: Sequence[JobF
     reported = {output.lfn: output for output in report.outputs}
     reason = ""
     if status == JobStatus.FINISHED:
-        missing = [jf.lfn for jf in job_files if jf.type in OUTPUT_JOB_FILE_TYPES and jf.lfn not in reported]
+        missing = [jf.lfn for jf in job_files if (jf.type in OUTPUT_JOB_FILE_TYPES or jf.type in UNMERGED_FILE_TYPES)
+                   and jf.lfn not in reported]
         if missing:
             # PanDA's adder fails a job whose output cannot be registered; so does jedictl.
             status = JobStatus.FAILED
@@ -218,7 +220,9 @@ def _input_update(record: FileRecord, status: JobStatus) -> FileUpdate:
     failed_attempt = record.failed_attempt + (1 if status == JobStatus.FAILED else 0)
     if is_retryable(attempt_nr, record.max_attempt, failed_attempt, record.max_failure):
         # Back in the pool: giving back the "used" count is what makes the generator make a new job.
-        return FileUpdate(**common, status=FileStatus.READY.value, failed_attempt=failed_attempt,
+        # An unmerged input waits for the next merge job at its site (still tagged with its producer).
+        again = FileStatus.MERGING if record.type in UNMERGED_FILE_TYPES else FileStatus.READY
+        return FileUpdate(**common, status=again.value, failed_attempt=failed_attempt,
                           delta=DatasetDelta(record.dataset_id, n_files_used=-1))
     final = FileStatus.NOTMERGED if record.type in UNMERGED_FILE_TYPES else FileStatus.FAILED
     return FileUpdate(**common, status=final.value, failed_attempt=failed_attempt,
@@ -237,10 +241,11 @@ def _output_update(record: FileRecord, status: JobStatus, job: JobRecord, output
     metadata = {"size": output.size, "checksum": output.checksum, "guid": output.guid, "n_events": output.n_events}
     values = {key: value for key, value in metadata.items() if value is not None}
     if record.type in UNMERGED_FILE_TYPES:
-        # Waits for a merge job at the site: tagged with its producer, with merge attempts of its own.
+        # Waits for a merge job at the site: tagged with its producer, with merge attempts of its own,
+        # and released to merge jobs by raising its dataset's watermark (what the generator looks for).
         values.update(boundary_id=job.id, max_attempt=record.attempt_nr + merge_attempts)
         return FileUpdate(**common, status=FileStatus.MERGING.value, values=values,
-                          delta=DatasetDelta(record.dataset_id, n_files_on_hold=1))
+                          delta=DatasetDelta(record.dataset_id, n_files_to_be_used=1))
     values["keep_track"] = False
     return FileUpdate(**common, status=FileStatus.FINISHED.value, values=values,
                       delta=DatasetDelta(record.dataset_id, n_files_finished=1, n_events=output.n_events or 0))

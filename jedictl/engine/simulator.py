@@ -28,6 +28,8 @@ from jedictl.engine.job_results import OutputReport
 from jedictl.engine.reports import ExecutorReport, Heartbeat
 from jedictl.errors import BadInput
 
+LOG_TYPES = ("log", "trn_log")
+
 EXECUTOR = "jedictl-simulate"
 #: Errors that mean "out of memory": the simulated PSS goes above the job's RAM.
 MEMORY_ERRORS = frozenset({("pilot", 1212), ("trans", 137)})
@@ -77,8 +79,8 @@ def simulated_report(payload: Mapping[str, Any], events: int, rng: random.Random
     if error is not None:
         wall *= rng.uniform(0.1, 0.9)  # failures end early
     outputs = () if failed else tuple(
-        OutputReport(lfn=out["lfn"], size=rng.randint(1_000_000, 2_000_000_000) if out["type"] != "log" else rng.randint(10_000, 5_000_000),
-                     checksum=f"ad:{rng.getrandbits(32):08x}", guid=_guid(rng), n_events=events if out["type"] != "log" else None)
+        OutputReport(lfn=out["lfn"], size=rng.randint(1_000_000, 2_000_000_000) if out["type"] not in LOG_TYPES else rng.randint(10_000, 5_000_000),
+                     checksum=f"ad:{rng.getrandbits(32):08x}", guid=_guid(rng), n_events=events if out["type"] not in LOG_TYPES else None)
         for out in payload.get("outputs", []))
     return ExecutorReport(
         line=0, job_id=payload["job_id"], status="failed" if failed else "finished", attempt_nr=payload.get("attempt_nr"),

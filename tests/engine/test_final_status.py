@@ -57,6 +57,14 @@ def test_closed_masters_and_secondaries_do_not_hold_the_phase():
     assert phase_complete([master(to_be_used=10, finished=2, status="removed")])
 
 
+def test_unmerged_files_waiting_for_merge_jobs_hold_the_phase():
+    done = master(to_be_used=10, finished=10)
+    waiting = DatasetRecord(id=6, type="trn_log", status="running", n_files_to_be_used=10, n_files_used=8, n_files_finished=6)
+    assert not phase_complete([done, waiting])
+    merged = DatasetRecord(id=6, type="trn_log", status="running", n_files_to_be_used=10, n_files_used=10, n_files_finished=9, n_files_failed=1)
+    assert phase_complete([done, merged, UNMERGED])
+
+
 def test_avalanche_releases_every_available_file():
     counts = {"ready": 80, "finished": 10, "running": 2, "pending": 5, "lost": 2, "missing": 1}
     assert avalanche_count(counts) == 92

@@ -178,7 +178,16 @@ def test_unmerged_outputs_wait_for_their_merge_job():
     update = next(u for u in result.file_updates if u.file_id == 4)
     assert update.status == "merging"
     assert update.values["boundary_id"] == 100 and update.values["max_attempt"] == 3
-    assert DatasetDelta(OUT, n_files_on_hold=1) in result.deltas()
+    assert DatasetDelta(OUT, n_files_to_be_used=1) in result.deltas()  # released to merge jobs
+
+
+def test_a_failed_merge_job_sends_its_unmerged_inputs_back_to_wait():
+    jfs = [JobFileRecord(7, 30, "panda.um.out.000001.root", "input", 0)]
+    records = {7: FileRecord(7, 30, "trn_output", "running", attempt_nr=0, max_attempt=3)}
+    result = propagate(JobRecord(200, "running", 1), JobReport(200, "failed", 1), jfs, records)
+    (update,) = result.file_updates
+    assert (update.status, update.attempt_nr) == ("merging", 1)
+    assert result.deltas() == (DatasetDelta(30, n_files_used=-1),)
 
 
 def test_a_merge_input_that_cannot_be_retried_is_not_merged():
