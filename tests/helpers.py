@@ -4,12 +4,45 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import uuid
 from typing import Any, Callable, Sequence
 
 
 def jedictl_process(args: Sequence[str], **kwargs: Any) -> subprocess.Popen:
     """A real jedictl process (for concurrency and crash tests)."""
     return subprocess.Popen([sys.executable, "-m", "jedictl", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
+
+
+# Imports everything a pass needs, waits for the go file, then runs the command: on a loaded 2-core
+# machine interpreter start-up alone can differ by seconds, enough for one racer to finish first.
+_AT_THE_LINE = """
+import os, sys, time
+import jedictl.cli, jedictl.store.database, sqlalchemy
+go = sys.argv.pop(1)
+open(go + "." + str(os.getpid()), "w").close()
+while not os.path.exists(go):
+    time.sleep(0.005)
+sys.argv[0] = "jedictl"
+jedictl.cli.main()
+"""
+
+
+def jedictl_processes_together(arg_lists: Sequence[Sequence[str]], tmp_dir: Any, timeout: float = 120) -> list[subprocess.Popen]:
+    """Real jedictl processes that start their commands at the same moment (a start barrier)."""
+    import glob
+    import os
+    import time
+
+    go = os.path.join(str(tmp_dir), f"go-{uuid.uuid4().hex}")
+    workers = [subprocess.Popen([sys.executable, "-c", _AT_THE_LINE, go, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+               for args in arg_lists]
+    deadline = time.monotonic() + timeout
+    while len(glob.glob(go + ".*")) < len(workers):
+        if time.monotonic() > deadline or any(w.poll() is not None for w in workers):
+            break  # a worker died early: its exit code and stderr tell the test why
+        time.sleep(0.01)
+    open(go, "w").close()
+    return workers
 
 
 def row_counts(url: str) -> dict[str, int]:
