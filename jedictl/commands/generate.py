@@ -21,8 +21,9 @@ def generate(
 ) -> None:
     """Make jobs from the released input of ready, scouting and running tasks.
 
-    Tasks are visited round-robin across users (express lane at priority 1500), each share and
-    resource type is throttled as JEDI does, files are claimed, sites chosen by job brokerage, the
+    Tasks of the most under-served global share come first, then of the most under-served work queue
+    (`jedictl queue-shares`), round-robin across users within (express lane at priority 1500); each
+    share and resource type is throttled as JEDI does, files are claimed, sites chosen by job brokerage, the
     input split by the task's rules and the jobs written with rendered parameters, output names,
     seeds and resources. While a task scouts only its released chunks are used (one file per job, two
     jobs per site). A task whose jobs cannot be made waits in `pending` with the reason.

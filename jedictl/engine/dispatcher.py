@@ -1,6 +1,7 @@
 """The job dispatcher (PanDA's getJob): an executor asks for work at a site and gets activated jobs.
 
-One transaction per call: the global-share order is computed from what executes now, up to `count`
+One transaction per call: the global-share order is computed from what executes now (over the tree in
+force: the store's once `queue-shares import` wrote one, else the settings'), up to `count`
 jobs are claimed `activated -> sent` by one statement (store.dispatch.claim_jobs) and their payloads
 -- everything an executor needs to run the job: parameters, resources, inputs with their replicas,
 outputs with their destinations -- are loaded with a few set-based queries before the commit.
@@ -19,7 +20,7 @@ from datetime import datetime
 from typing import Any, Mapping, Sequence
 
 from jedictl.config import Settings
-from jedictl.engine import share_math, shares
+from jedictl.engine import queue_shares, share_definitions, share_math, shares
 from jedictl.errors import BadInput, NotFound
 from jedictl.model import DatasetType
 from jedictl.store import dispatch as dispatch_store
@@ -77,10 +78,9 @@ def check_request(request: DispatchRequest, max_count: int) -> None:
         raise BadInput("an executor name is required", "--executor")
 
 
-def share_ranks(global_shares: Sequence[Mapping[str, Any]], executing: Mapping[str, float]) -> dict[str, int]:
+def share_ranks(root: shares.Share, executing: Mapping[str, float]) -> dict[str, int]:
     """Dispatch position of every leaf share: most under-served first, "Test" always first."""
-    root = shares.load_shares(global_shares)
-    return share_math.dispatch_rank(share_math.leaf_order(root, executing))
+    return queue_shares.share_order(root, executing)
 
 
 def is_sloppy(sloppy_ratio: float, rng: random.Random) -> bool:
@@ -102,7 +102,8 @@ def dispatch_jobs(store: Any, settings: Settings, request: DispatchRequest, now:
     with store.begin() as conn:
         if not dispatch_store.site_exists(conn, request.site):
             raise NotFound(f"unknown site {request.site}")
-        ranks = None if sloppy else share_ranks(settings.global_shares, dispatch_store.executing_hs06(conn))
+        ranks = None if sloppy else share_ranks(share_definitions.current_definitions(conn, settings).definitions.share_tree,
+                                                dispatch_store.executing_hs06(conn))
         job_ids = dispatch_store.claim_jobs(conn, request.site, request.count, request.executor, now, ranks, request.filters)
         if not job_ids:
             return []

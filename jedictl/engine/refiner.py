@@ -44,6 +44,16 @@ class Catalog:
             rtypes=resource_types.load_resource_types(settings.resource_types),
         )
 
+    @classmethod
+    def from_store(cls, store, settings: Settings) -> "Catalog":  # noqa: ANN001 - Store
+        """Work queues and global shares in force (the store's once imported, else the settings')."""
+        from jedictl.engine.share_definitions import current_definitions
+
+        with store.read() as conn:
+            definitions = current_definitions(conn, settings).definitions
+        return cls(queues=list(definitions.queues), share_tree=definitions.share_tree,
+                   rtypes=resource_types.load_resource_types(settings.resource_types))
+
 
 @dataclass(frozen=True)
 class Gate:
@@ -222,7 +232,7 @@ def refine_pass(store, settings: Settings, owner: str, now: datetime, limit: int
     """One pass of the Task Refiner over the store."""
     from jedictl.store.schema import tasks
 
-    catalog = Catalog.from_settings(settings)  # bad configuration: exit 2 before touching anything
+    catalog = Catalog.from_store(store, settings)  # bad configuration: exit 2 before touching anything
     waiting_on_parent = (tasks.c.status == TaskStatus.PENDING.value) & (tasks.c.old_status == TaskStatus.REGISTERED.value)
     return leased_pass(
         store, PassReport("refine"), (tasks.c.status == TaskStatus.REGISTERED.value) | waiting_on_parent, [tasks.c.id],

@@ -172,16 +172,19 @@ def service(shares: Mapping[str, float], actual: Mapping[str, float], *, toleran
         have = actual.get(name, 0.0)
         target = total * share / 100.0
         ratio = have / target if target else None
-        if not target:
-            state = "over" if have else "idle"
-        elif have < target * (1 - tolerance):
-            state = "under"
-        elif have > target * (1 + tolerance):
-            state = "over"
-        else:
-            state = "on_target"
-        rows.append(Service(name, share, have, target, ratio, state))
+        rows.append(Service(name, share, have, target, ratio, service_state(have, target, tolerance)))
     return rank(rows)
+
+
+def service_state(have: float, target: float, tolerance: float = 0.0) -> str:
+    """under | over | on_target against a target; idle with neither a target nor anything running."""
+    if not target:
+        return "over" if have else "idle"
+    if have < target * (1 - tolerance):
+        return "under"
+    if have > target * (1 + tolerance):
+        return "over"
+    return "on_target"
 
 
 def rank(rows: Iterable[Service]) -> list[Service]:
@@ -244,13 +247,19 @@ def load_definitions(document: Any, path: str = "queue_shares") -> Definitions:
     for key in body:
         if key not in ("work_queues", "global_shares"):
             raise BadInput("unknown section (known: work_queues, global_shares)", f"{path}.{key}")
-    queue_rows = fields.sequence(body.get("work_queues"), f"{path}.work_queues")
+    return load_sections(body.get("work_queues"), body.get("global_shares"), f"{path}.work_queues", f"{path}.global_shares")
+
+
+def load_sections(queue_rows: Any, share_rows: Any, queue_path: str = "work_queues",
+                  share_path: str = "global_shares") -> Definitions:
+    """Validate the two sections, each named by its own path (they may come from different places:
+    the store, the settings, a file)."""
+    queue_rows = fields.sequence(queue_rows, queue_path)
     for index, raw in enumerate(queue_rows):
-        _known_keys(raw, QUEUE_ATTRIBUTES, f"{path}.work_queues[{index}]")
-    queues = load_queues(queue_rows, f"{path}.work_queues")
-    share_rows = fields.sequence(body.get("global_shares"), f"{path}.global_shares")
-    nested = nest_shares(share_rows, f"{path}.global_shares")
-    return Definitions(tuple(queues), load_shares(nested, f"{path}.global_shares"), tuple(nested))
+        _known_keys(raw, QUEUE_ATTRIBUTES, f"{queue_path}[{index}]")
+    queues = load_queues(queue_rows, queue_path)
+    nested = nest_shares(fields.sequence(share_rows, share_path), share_path)
+    return Definitions(tuple(queues), load_shares(nested, share_path), tuple(nested))
 
 
 def nest_shares(rows: Sequence[Any], path: str = "global_shares") -> list[dict[str, Any]]:
@@ -282,7 +291,8 @@ def nest_shares(rows: Sequence[Any], path: str = "global_shares") -> list[dict[s
             node = parents[node]
 
     def order(name: str) -> tuple[int, int]:
-        sort_order = fields.integer(rows[index_of[name]].get("sort_order"), f"{path}[{index_of[name]}].sort_order") or 0
+        sort_order = fields.integer(rows[index_of[name]].get("sort_order"), f"{path}[{index_of[name]}].sort_order",
+                                    -(2**31), 2**31 - 1) or 0
         return sort_order, index_of[name]
 
     def build(name: str) -> dict[str, Any]:

@@ -14,6 +14,9 @@ from jedictl.engine import expressions, fields
 from jedictl.errors import BadInput
 
 KINDS = ("normal", "partition", "sub")
+STATUSES = ("active", "inactive")
+#: queue_order is an INTEGER column.
+ORDER_RANGE = (-(2**31), 2**31 - 1)
 
 
 @dataclass(frozen=True)
@@ -59,20 +62,28 @@ def load_queues(definitions: Sequence[Mapping[str, Any]], path: str = "work_queu
         share = fields.number(body.get("share"), f"{where}.share", minimum=0)
         queues.append(WorkQueue(
             name=name, vo=vo, queue_type=queue_type,
-            order=fields.integer(body.get("order"), f"{where}.order") or 0,
+            order=fields.integer(body.get("order"), f"{where}.order", *ORDER_RANGE) or 0,
             criteria_text=text, criteria=expressions.parse(text, variables, f"{where}.criteria"),
             kind=kind, partition=fields.text(body.get("partition"), f"{where}.partition", max_length=64),
             share=share, stretchable=fields.flag(body.get("stretchable"), f"{where}.stretchable"),
-            active=(fields.text(body.get("status"), f"{where}.status") or "active") == "active",
+            active=_status(body.get("status"), f"{where}.status") == "active",
             variables=variables,
         ))
-    partitions = {q.name for q in queues if q.kind == "partition"}
+    partitions = {(q.name, q.vo, q.queue_type) for q in queues if q.kind == "partition"}
     for index, queue in enumerate(queues):
-        if queue.kind == "sub" and queue.partition not in partitions:
-            raise BadInput(f"sub-queue {queue.name!r} names no known partition ({queue.partition!r})", f"{path}[{index}].partition")
+        if queue.kind == "sub" and (queue.partition, queue.vo, queue.queue_type) not in partitions:
+            raise BadInput(f"sub-queue {queue.name!r} names no known partition ({queue.partition!r}) of vo {queue.vo} and type "
+                           f"{queue.queue_type}", f"{path}[{index}].partition")
         if queue.kind != "sub" and queue.partition:
             raise BadInput("only a sub-queue belongs to a partition", f"{path}[{index}].partition")
     return queues
+
+
+def _status(value: Any, path: str) -> str:
+    status = fields.text(value, path) or "active"
+    if status not in STATUSES:
+        raise BadInput(f"must be one of {', '.join(STATUSES)}", path)
+    return status
 
 
 def match_queue(
