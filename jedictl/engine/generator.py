@@ -264,7 +264,7 @@ class TaskGenerator:
             if made:
                 new = TaskStatus.SCOUTING if ctx.scout else TaskStatus.RUNNING
                 task_store.change_status(conn, self.task_id, new, GENERATOR_STATUSES, f"{made} jobs generated" if new.value != ctx.status else None,
-                                         self.owner, self.now, owner=self.owner, error_dialog=reason, **release)
+                                         self.owner, self.now, owner=self.owner, error_dialog=reason, frozen_at=None, **release)
             else:
                 leases.release(conn, tasks, self.task_id, self.owner)
         return made, ("generated" if made else "nothing"), reason
@@ -273,7 +273,8 @@ class TaskGenerator:
         with self.store.begin() as conn:
             moved = task_store.change_status(
                 conn, self.task_id, TaskStatus.PENDING, GENERATOR_STATUSES, reason, self.owner, self.now, owner=self.owner,
-                old_status=self.context.status, error_dialog=reason, frozen_at=self.now,
+                # "pending since" survives a re-pend: the 7-day timeout counts from the first time.
+                old_status=self.context.status, error_dialog=reason, frozen_at=self.context.task.frozen_at or self.now,
                 wait_until=self.now + timedelta(minutes=self.settings.watchdog.wait_for_pending_minutes),
                 lease_owner=None, lease_expires_at=None)
         if not moved:

@@ -143,7 +143,11 @@ def reactivate_pending(task: WatchedTask, now: datetime, settings: WatchdogSetti
                        high_priority_waits: Sequence[tuple[int, int]] = HIGH_PRIORITY_PENDING_WAITS) -> WatchAction | None:
     """A pending task is retried in its old status after its wait, and exhausted once it has been pending
     longer than the timeout (7 days) -- unless its parent is still running (not final): then it is only
-    retried."""
+    retried.
+
+    `frozen_at` ("pending since") survives the retry, as JEDI's reactivation leaves frozenTime alone:
+    a task that falls back to pending at once keeps counting towards the timeout. The agents clear it
+    when the task really moves on (the feeder when it releases the task)."""
     if task.status != TaskStatus.PENDING or task.old_status is None:
         return None
     if task.wait_until is not None:
@@ -160,12 +164,22 @@ def reactivate_pending(task: WatchedTask, now: datetime, settings: WatchdogSetti
         return WatchAction("pending_timeout", task.id, f"timeout while in pending since {task.frozen_at:%Y-%m-%d %H:%M:%S}",
                            TaskStatus.EXHAUSTED, {"wait_until": None})
     return WatchAction("reactivate", task.id, f"pending since {_since(task.frozen_at)}: back to {task.old_status}",
-                       task.old_status, {"old_status": None, "frozen_at": None, "wait_until": None})
+                       task.old_status, {"old_status": None, "wait_until": None})
+
+
+def release_lease(task: WatchedTask, now: datetime) -> WatchAction | None:
+    """A lease that expired belongs to a process that died or hung: it is dropped (claimers already
+    treat it as free; this tidies the row and says so in the report)."""
+    if task.lease_owner is None or task.lease_alive(now):
+        return None
+    expired = "an unknown time" if task.lease_expires_at is None else f"{task.lease_expires_at:%Y-%m-%d %H:%M:%S}"
+    return WatchAction("release_lease", task.id, f"lease of {task.lease_owner} expired at {expired}",
+                       values={"lease_owner": None, "lease_expires_at": None})
 
 
 def kick_exhausted(task: WatchedTask, now: datetime, settings: WatchdogSettings) -> WatchAction | None:
     """An exhausted task nobody touched for 48 h is finished (unless disableAutoFinish). `finishing` is the
-    finish command's doing status: the commando pass completes it as it completes any orphaned command."""
+    finish command's doing status: the watch pass settles it (`passed`) once no job of the task is live."""
     if task.status != TaskStatus.EXHAUSTED or task.disable_auto_finish:
         return None
     if task.modified_at is not None and task.modified_at + timedelta(hours=settings.wait_for_exhausted_hours) > now:

@@ -82,7 +82,7 @@ def test_pending_tasks_are_reactivated_after_their_wait(priority, idle_minutes, 
         assert action is None
     else:
         assert (action.kind, action.status) == ("reactivate", "running")
-        assert action.values == {"old_status": None, "frozen_at": None, "wait_until": None}
+        assert action.values == {"old_status": None, "wait_until": None}  # frozen_at kept: the timeout still counts
 
 
 def test_wait_until_overrides_the_idle_time():
@@ -260,3 +260,15 @@ def test_goal_not_reached(values, kwargs):
 
 def test_goal_checked_again_after_the_interval():
     assert goal_reached(task(goal=90.0, assessed_at=ago(minutes=60)), NOW, SETTINGS, **goal(parent_status="done")) is not None
+
+
+# ------------------------------------------------------------------------------------------- leases
+
+def test_an_expired_lease_is_released_and_a_live_one_kept():
+    from jedictl.engine.watchdog_policy import release_lease
+
+    action = release_lease(task(lease_owner="host:9:x", lease_expires_at=ago(seconds=1)), NOW)
+    assert (action.kind, action.status, action.reason) == ("release_lease", None, "lease of host:9:x expired at 2024-05-01 11:59:59")
+    assert action.values == {"lease_owner": None, "lease_expires_at": None}
+    assert release_lease(task(lease_owner="host:9:x", lease_expires_at=NOW + timedelta(seconds=1)), NOW) is None
+    assert release_lease(task(), NOW) is None
