@@ -6,9 +6,11 @@ from typing import Annotated, List, Optional
 
 import typer
 
+from jedictl.commands import task_commands
 from jedictl.commands._common import ConfigOpt, DbOpt, NowOpt, OutputOpt, QuietOpt, VerboseOpt, context, handle_errors
 
-app = typer.Typer(help="Inspect tasks.", no_args_is_help=True)
+app = typer.Typer(help="Inspect tasks and steer them: kill, retry, finish, incexec, pause, resume, avalanche, reassign.",
+                  no_args_is_help=True)
 
 LIST_COLUMNS = ["task_id", "name", "user", "status", "priority", "work_queue", "gshare", "modified_at"]
 
@@ -54,3 +56,8 @@ def show(
             app_ctx.emit({"task_id": task_id, "split_rule": details["split_rule"]})
         return
     app_ctx.emit(details)
+
+
+# Operator commands (docs/task-commands.md); kill and retry are also top-level commands.
+for _name in ("kill", "retry", "finish", "incexec", "pause", "resume", "avalanche", "reassign", "settle"):
+    app.command(_name)(getattr(task_commands, _name))

@@ -211,14 +211,25 @@ class DatasetDelta:
 def finish_files(datasets: Sequence[DatasetRecord], files: Iterable[FileRecord]) -> tuple[list[FileUpdate], list[DatasetDelta]]:
     """A finish with no job left: every still-ready tracked input file is made terminal -- `failed` with no
     attempt left, as job results leave a file whose attempts are used up -- and counted failed, so the
-    task's phase completes (JEDI updateDatasetsToFinishTask). A later retry gives it fresh attempts."""
-    inputs = {d.id for d in datasets if d.type in DATASET_INPUT_TYPES}
+    task's phase completes (JEDI updateDatasetsToFinishTask). A later retry gives it fresh attempts.
+
+    A failed file counts as used (as one a job used up does), so `n_files_used` grows with
+    `n_files_failed`, and the release watermark `n_files_to_be_used` is raised to cover it."""
+    by_id = {d.id: d for d in datasets if d.type in DATASET_INPUT_TYPES}
     updates, counts = [], {}
     for file in files:
-        if file.dataset_id in inputs and file.keep_track and file.status == FileStatus.READY and not file.exhausted:
+        if file.dataset_id in by_id and file.keep_track and file.status == FileStatus.READY and not file.exhausted:
             updates.append(FileUpdate(file.id, {"status": FileStatus.FAILED, "max_attempt": file.attempt_nr}))
             counts[file.dataset_id] = counts.get(file.dataset_id, 0) + 1
-    return updates, [DatasetDelta(ds, {"n_files_failed": n}) for ds, n in sorted(counts.items())]
+    deltas = []
+    for dataset_id, n in sorted(counts.items()):
+        dataset = by_id[dataset_id]
+        change = {"n_files_failed": n, "n_files_used": n}
+        raise_to = dataset.n_files_used + n - dataset.n_files_to_be_used
+        if raise_to > 0:
+            change["n_files_to_be_used"] = raise_to
+        deltas.append(DatasetDelta(dataset_id, change))
+    return updates, deltas
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,12 @@ def list_tasks(conn, status: Sequence[str] = (), user: str | None = None, limit:
 
 
 def task_details(conn, task_id: int) -> dict[str, Any]:  # noqa: ANN001
-    """Everything about one task: identity, status, options, resources, datasets, templates, history."""
+    """Everything about one task: identity, status, options, resources, datasets, templates, its jobs
+    per status with their aggregate state (job_summary), history and the commands given to it."""
+    from jedictl.engine.job_summary import summarise
     from jedictl.store import datasets as dataset_store
+    from jedictl.store import jobs as job_store
+    from jedictl.store import task_commands as command_store
     from jedictl.store import tasks as task_store
 
     row = task_store.get_task(conn, task_id)
@@ -63,9 +67,15 @@ def task_details(conn, task_id: int) -> dict[str, Any]:  # noqa: ANN001
              **{name: getattr(d, name) for name in COUNTERS}}
             for d in dataset_store.datasets_of(conn, task_id)
         ],
+        "jobs": summarise(job_store.count_by_status(conn, task_id)).as_dict(),
         "status_history": [
             {"status": h.status, "previous": h.previous_status, "reason": h.reason, "at": h.changed_at, "by": h.changed_by}
             for h in task_store.status_history(conn, task_id)
+        ],
+        "commands": [
+            {"command": c.command, "qualifier": c.qualifier, "by": c.requested_by, "at": c.requested_at, "comment": c.comment,
+             "status": c.status, "outcome": c.outcome, "parameters": c.parameters}
+            for c in command_store.commands_of(conn, task_id)
         ],
     }
     return details

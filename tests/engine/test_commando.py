@@ -247,7 +247,8 @@ def test_finish_makes_every_ready_input_terminal():
              FileRecord(45, 1, "ready", keep_track=False), FileRecord(46, 3, "defined")]
     updates, deltas = finish_files([MASTER, OUTPUT], files)
     assert updates == [FileUpdate(41, {"status": "failed", "max_attempt": 1}), FileUpdate(42, {"status": "failed", "max_attempt": 0})]
-    assert deltas == [DatasetDelta(1, {"n_files_failed": 2})]
+    # failed files count as used; the watermark is raised to cover them (6 used + 2 > 6 released)
+    assert deltas == [DatasetDelta(1, {"n_files_failed": 2, "n_files_used": 2, "n_files_to_be_used": 2})]
 
 
 @pytest.mark.parametrize("nucleus,old,expected", [
