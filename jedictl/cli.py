@@ -18,17 +18,23 @@ from jedictl.commands import (
     config_cmd,
     data,
     db,
+    demo,
     explain,
     feed,
+    finalize,
     generate,
     jobs,
+    queue_shares,
     refine,
     retry_rules,
+    run,
     simulate,
     sites,
     split,
     submit,
     task,
+    task_commands,
+    watch,
 )
 from jedictl.commands._common import (
     ConfigOpt,
@@ -77,6 +83,13 @@ app.command("refine")(refine.refine)
 app.command("feed")(feed.feed)
 app.command("broker")(broker.broker)
 app.command("generate")(generate.generate)
+app.command("finalize")(finalize.finalize)
+app.command("watch")(watch.watch)
+app.command("run")(run.run)
+app.command("demo")(demo.demo)
+# Operator commands on a task (also under `jedictl task`, with finish, incexec, pause, ...).
+app.command("kill")(task_commands.kill)
+app.command("retry")(task_commands.retry)
 # Executors: pilots played by the program (real ones use `jobs dispatch/heartbeat/report`).
 app.command("simulate")(simulate.simulate)
 # Tools that need no store.
@@ -88,6 +101,7 @@ app.add_typer(explain.app, name="explain")
 app.add_typer(sites.app, name="sites")
 app.add_typer(data.app, name="data")
 app.add_typer(retry_rules.app, name="retry-rules")
+app.add_typer(queue_shares.app, name="queue-shares")
 app.command("check")(check.check)
 app.add_typer(db.app, name="db")
 app.add_typer(config_cmd.app, name="config")

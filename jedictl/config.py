@@ -201,11 +201,18 @@ class JobTimeoutSettings:
 
 
 @dataclass(frozen=True)
+class FinalizeSettings:
+    limit: int = _s(50, "tasks finalized per pass", "postprocessor nTasks")
+    claim_batch: int = _s(10, "tasks claimed at a time within a pass", "")
+    max_scout_jobs: int = _s(1000, "finished jobs sampled for scout statistics", "getScoutJobData: 1000 jobs")
+
+
+@dataclass(frozen=True)
 class WatchdogSettings:
+    limit: int = _s(1000, "tasks each watchdog action looks at per pass", "")
     wait_for_picked_minutes: int = _s(30, "files picked by a task locked longer than this are rescued", "watchdog.waitForPicked")
     wait_for_pending_minutes: int = _s(60, "pending tasks are reactivated after this", "watchdog.waitForPending")
     timeout_for_pending_days: int = _s(7, "pending longer than this -> exhausted", "watchdog.timeoutForPending")
-    wait_for_locked_minutes: int = _s(60, "any lease older than this is released", "watchdog.waitForLocked")
     wait_for_throttled_minutes: int = _s(120, "throttle backoff unit (x n squared)", "watchdog.waitForThrottled")
     wait_for_exhausted_hours: int = _s(48, "exhausted tasks move to finishing after this", "watchdog.waitForExhausted")
     wait_for_achieved_minutes: int = _s(60, "goal check interval per task", "watchdog.waitForAchieved")
@@ -255,6 +262,8 @@ class Settings:
     verbose: int = _s(0, "verbosity (-v count minus -q)")
     now: str = _s("", "fixed 'now' for every pass (ISO-8601 UTC), for tests and replays")
     sqlite_busy_timeout_s: float = _s(60.0, "how long a SQLite writer waits for the lock")
+    log_format: str = _s("text", "how passes report on stderr: text, or json (one JSON object per line, for log shippers)")
+    metrics_file: str = _s("", "write Prometheus text-format metrics here after every pass (node_exporter textfile collector)")
     lease: LeaseSettings = field(default_factory=LeaseSettings)
     refine: RefineSettings = field(default_factory=RefineSettings)
     feed: FeedSettings = field(default_factory=FeedSettings)
@@ -263,6 +272,7 @@ class Settings:
     throttle: ThrottleSettings = field(default_factory=ThrottleSettings)
     generate: GenerateSettings = field(default_factory=GenerateSettings)
     scouts: ScoutSettings = field(default_factory=ScoutSettings)
+    finalize: FinalizeSettings = field(default_factory=FinalizeSettings)
     retry: RetrySettings = field(default_factory=RetrySettings)
     job_timeouts: JobTimeoutSettings = field(default_factory=JobTimeoutSettings)
     dispatch: DispatchSettings = field(default_factory=DispatchSettings)
@@ -279,6 +289,9 @@ class LoadedSettings:
     settings: Settings
     sources: dict[str, str]  # dotted key -> "default" | "file PATH" | "env NAME" | "flag --x"
     config_path: Path | None
+
+
+LOG_FORMATS = ("text", "json")
 
 
 def default_data_dir() -> Path:
@@ -346,6 +359,8 @@ def load_settings(
     settings = _build(Settings, _unflatten(merged), "")
     if settings.output not in OUTPUT_FORMATS:
         raise BadInput(f"must be one of {', '.join(OUTPUT_FORMATS)}", "output")
+    if settings.log_format not in LOG_FORMATS:
+        raise BadInput(f"must be one of {', '.join(LOG_FORMATS)}", "log_format")
     if not settings.db:
         settings = dataclasses.replace(settings, db=default_store_url())
     else:

@@ -36,6 +36,11 @@ def test_ci_runs_the_readme_test_command():
     assert "test-command" in ci and "JEDICTL_REQUIRE_PG=1" in ci
 
 
+def test_the_main_command_installs_and_runs_the_demo():
+    main = _block_after((ROOT / "README.md").read_text(), "main-command")
+    assert "pip install" in main and main.endswith("jedictl demo")  # tests/cli/test_demo.py runs the demo itself
+
+
 def test_catalog_fields_are_documented():
     from jedictl.engine import data_catalog, site_catalog
 

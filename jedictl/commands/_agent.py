@@ -1,9 +1,10 @@
-"""Running an agent pass from a command: one pass, or `--loop SECONDS`; report and exit code."""
+"""Running agent passes from a command: one pass, or `--loop SECONDS`; report, logs, metrics, exit code."""
 
 from __future__ import annotations
 
+import json
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import typer
 
@@ -14,9 +15,9 @@ def run_passes(app: AppContext, run_once: Callable[[], Any], loop: float | None)
     """Run `run_once` (returns a PassReport) once or every `loop` seconds; exit 1 if a pass met errors."""
     errors = 0
     while True:
+        started = time.monotonic()
         report = run_once()
-        emit_report(app, report)
-        errors += report.errors
+        errors += record_passes(app, [(report, time.monotonic() - started)])
         if not loop:
             break
         time.sleep(loop)
@@ -24,12 +25,51 @@ def run_passes(app: AppContext, run_once: Callable[[], Any], loop: float | None)
         raise typer.Exit(1)
 
 
-def emit_report(app: AppContext, report: Any) -> None:
+def record_passes(app: AppContext, passes: Iterable[tuple[Any, float]]) -> int:
+    """Print each pass's report as it ends, then write the metrics file if configured; returns the
+    errors met. With `-o json|yaml` and several passes, one document lists them all."""
+    figures = []
+    errors = 0
+    structured = app.output in ("json", "yaml")
+    for report, duration in passes:
+        if not structured:
+            emit_report(app, report, duration)
+        errors += report.errors
+        figures.append((report, duration, time.time()))
+    if app.settings.metrics_file:
+        from jedictl.engine.metrics import PassFigures, status_counts, write_metrics
+
+        tasks, jobs = status_counts(app.store())
+        write_metrics(app.settings.metrics_file,
+                      [PassFigures(report.name, duration, {k: v for k, v in report.counts.items() if isinstance(v, int)}, report.errors, ended)
+                       for report, duration, ended in figures], tasks, jobs)
+    if structured:
+        if len(figures) == 1:
+            app.emit(figures[0][0].as_dict())
+        else:
+            app.emit({"passes": [report.as_dict() | {"duration_s": round(duration, 3)} for report, duration, _ in figures]})
+    return errors
+
+
+def emit_report(app: AppContext, report: Any, duration: float | None = None) -> None:
     data = report.as_dict()
     if app.output in ("json", "yaml"):
         app.emit(data)
+        return
+    if app.settings.log_format == "json":
+        log_line(app, {"event": "pass", **{k: v for k, v in data.items() if k != "items"},
+                       "duration_s": round(duration or 0.0, 3), "items": data["items"] if app.verbose else len(data["items"])})
         return
     counts = ", ".join(f"{key} {value}" for key, value in data.items() if key not in ("pass", "items")) or "nothing to do"
     app.note(f"{report.name}: {counts}")
     if data["items"] and (app.verbose or app.output == "tsv" or any(item.get("reason") for item in data["items"])):
         app.emit(data["items"])
+
+
+def log_line(app: AppContext, record: dict[str, Any]) -> None:
+    """One JSON object per line on stderr, with a UTC timestamp first (for log shippers)."""
+    from jedictl.clock import utcnow
+
+    stamp = utcnow().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    if not app.quiet or record.get("level") == "error":
+        typer.echo(json.dumps({"ts": stamp, "level": record.pop("level", "info"), **record}, default=str, separators=(",", ":")), err=True)

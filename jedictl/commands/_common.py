@@ -205,6 +205,12 @@ def handle_errors(func: F) -> F:
         except KeyboardInterrupt:
             typer.echo("jedictl: interrupted", err=True)
             raise typer.Exit(130) from None
+        except BrokenPipeError:
+            # The reader went away (`jedictl task list | head`): not an error of ours, say nothing.
+            # Point stdout at /dev/null so the interpreter's final flush does not complain again.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            raise typer.Exit(141) from None
         except Exception as exc:  # noqa: BLE001 - the funnel is the last line of defence
             if _Funnel.verbose >= 2:
                 traceback.print_exc(file=sys.stderr)

@@ -21,15 +21,13 @@ def import_(
 ) -> None:
     """Add datasets, containers, files and replicas. All or nothing; files already known are skipped."""
     app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
-    from jedictl.engine.data_catalog import parse_catalog_import
+    from jedictl.engine.catalog_import import import_data_catalog
     from jedictl.engine.documents import load_document
-    from jedictl.store import data_catalog as store_catalog
 
     text, name = read_source(source)
     document = load_document(text, name)
     with app_ctx.store().begin() as conn:
-        data = parse_catalog_import(document, store_catalog.known_endpoints(conn), store_catalog.known_datasets(conn))
-        report = store_catalog.import_catalog(conn, data, app_ctx.clock.now())
+        report = import_data_catalog(conn, document, app_ctx.clock.now())
     app_ctx.note(f"data import: {sum(r['files_added'] for r in report)} files added")
     app_ctx.emit(report, columns=["kind", "name", "action", "files_added"])
 

@@ -23,25 +23,13 @@ def import_(
 ) -> None:
     """Create or update nuclei, storage endpoints and sites; report what changed. All or nothing."""
     app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    from jedictl.engine.catalog_import import import_resource_catalog
     from jedictl.engine.documents import load_document
-    from jedictl.engine.site_catalog import parse_resource_catalog
-    from jedictl.store import sites as site_store
-    from jedictl.store.schema import nuclei, sites, storage_endpoints
 
     text, name = read_source(source)
     document = load_document(text, name)
     with app_ctx.store().begin() as conn:
-        catalog = parse_resource_catalog(document, *site_store.known_names(conn))
-        moment = app_ctx.clock.now()
-        report = site_store.upsert_rows(conn, nuclei, "nucleus", catalog.nuclei, moment)
-        report += site_store.upsert_rows(conn, storage_endpoints, "endpoint", catalog.endpoints, moment)
-        site_report = site_store.upsert_rows(conn, sites, "site", catalog.sites, moment)
-        relinked = site_store.replace_storage(conn, catalog.site_storage, [s["name"] for s in catalog.sites])
-        for line in site_report:
-            if line["name"] in relinked:
-                line["changed"] = sorted(line["changed"] + ["storage"])
-                line["action"] = "updated" if line["action"] == "unchanged" else line["action"]
-        report += site_report
+        report = import_resource_catalog(conn, document, app_ctx.clock.now())
     counts: dict[str, int] = {}
     for line in report:
         counts[line["action"]] = counts.get(line["action"], 0) + 1

@@ -1,0 +1,85 @@
+"""All agents in pipeline order: what `jedictl run` (the one cron line) and `jedictl demo` call.
+
+Each agent is one pass with its own leases, so a pipeline run overlapping another (cron firing while
+the previous run is still busy, or several hosts on one PostgreSQL store) only shares the work out.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from typing import Any, Callable, Iterator
+
+from jedictl.config import Settings
+from jedictl.engine.agent import PassReport
+
+#: Pipeline order: refine -> feed -> broker -> generate -> finalize, then the watchdog's housekeeping.
+AGENTS = ("refine", "feed", "broker", "generate", "finalize", "watch")
+
+
+def _refine(store: Any, settings: Settings, owner: str, now: datetime, seed: int | None) -> PassReport:
+    from jedictl.engine.refiner import refine_pass
+
+    return refine_pass(store, settings, owner, now)
+
+
+def _feed(store: Any, settings: Settings, owner: str, now: datetime, seed: int | None) -> PassReport:
+    from jedictl.engine.feeder import feed_pass
+
+    return feed_pass(store, settings, owner, now)
+
+
+def _broker(store: Any, settings: Settings, owner: str, now: datetime, seed: int | None) -> PassReport:
+    from jedictl.engine.broker import broker_pass
+
+    return broker_pass(store, settings, owner, now, seed=seed)
+
+
+def _generate(store: Any, settings: Settings, owner: str, now: datetime, seed: int | None) -> PassReport:
+    from jedictl.engine.generator import generate_pass
+
+    return generate_pass(store, settings, owner, now, seed=seed)
+
+
+def _finalize(store: Any, settings: Settings, owner: str, now: datetime, seed: int | None) -> PassReport:
+    from jedictl.engine.postprocessor import finalize_pass
+
+    return finalize_pass(store, settings, owner, now)
+
+
+def _watch(store: Any, settings: Settings, owner: str, now: datetime, seed: int | None) -> PassReport:
+    from jedictl.engine.watchdog import watch_pass
+
+    return watch_pass(store, settings, owner, now)
+
+
+PASSES: dict[str, Callable[[Any, Settings, str, datetime, int | None], PassReport]] = {
+    "refine": _refine, "feed": _feed, "broker": _broker, "generate": _generate, "finalize": _finalize, "watch": _watch,
+}
+
+
+def parse_agents(text: str | None) -> tuple[str, ...]:
+    """`refine,feed` -> the named agents, always in pipeline order; None or "" -> all of them."""
+    from jedictl.errors import BadInput
+
+    if not text:
+        return AGENTS
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in PASSES]
+    if unknown or not names:
+        raise BadInput(f"unknown agent {unknown[0]!r}; choose from {', '.join(AGENTS)}" if unknown else "name at least one agent", "--agents")
+    return tuple(name for name in AGENTS if name in names)
+
+
+def run_pipeline(store: Any, settings: Settings, owner: str, clock: Callable[[], datetime], agents: tuple[str, ...] = AGENTS,
+                 seed: int | None = None) -> Iterator[tuple[PassReport, float]]:
+    """One pass of each agent in order, yielding (report, seconds) as each ends; a pass that raises is
+    reported as one error and the next agent still runs."""
+    for name in agents:
+        started = time.monotonic()
+        try:
+            report = PASSES[name](store, settings, owner, clock(), seed)
+        except Exception as exc:  # noqa: BLE001 - one agent's failure must not stop the pipeline
+            report = PassReport(name)
+            report.add("error", reason=f"{type(exc).__name__}: {exc}")
+        yield report, time.monotonic() - started

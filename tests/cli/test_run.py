@@ -1,0 +1,95 @@
+"""`jedictl run`: every agent once in pipeline order; metrics for the textfile collector; JSON logs;
+and the cron-style acceptance test -- two processes running `run --once` over and over until every
+task is final (issue 9)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from sqlalchemy import select
+
+from jedictl.model import TASK_FINAL
+from jedictl.store.invariants import check_all
+from jedictl.store.schema import tasks
+from tests.cli.test_generate import WORKED_EXAMPLE, _grid
+from tests.conftest import EXAMPLES
+from tests.helpers import jedictl_processes_together, row_counts, run_sql
+
+AGENTS = ["refine", "feed", "broker", "generate", "finalize", "watch"]
+
+
+def _submit(cli, store, tmp_path):
+    _grid(cli, store, tmp_path)
+    cli("submit", str(EXAMPLES / "prun_files.json"), db=store)
+    cli("submit", "-", db=store, input=json.dumps({**WORKED_EXAMPLE, "skipScout": True}))
+
+
+def test_run_once_runs_every_agent_in_pipeline_order(cli, store, tmp_path):
+    _submit(cli, store, tmp_path)
+    result = cli.json("run", "--once", "--seed", "1", db=store)
+    assert [p["pass"] for p in result["passes"]] == AGENTS
+    by_pass = {p["pass"]: p for p in result["passes"]}
+    assert by_pass["refine"]["defined"] == 2 and by_pass["generate"]["jobs"] > 0
+    assert all(p["duration_s"] >= 0 for p in result["passes"])
+    only = cli.json("run", "--agents", "watch,refine", db=store)
+    assert [p["pass"] for p in only["passes"]] == ["refine", "watch"]  # pipeline order, whatever the list says
+
+
+def test_bad_agent_names_and_options_are_refused_without_touching_the_store(cli, store, tmp_path):
+    _submit(cli, store, tmp_path)
+    before = row_counts(store)
+    assert "unknown agent 'brokr'" in cli("run", "--agents", "brokr", db=store, code=2).stderr
+    assert "--once or --loop" in cli("run", "--once", "--loop", "5", db=store, code=2).stderr
+    assert "--log-format" in cli("run", "--log-format", "xml", db=store, code=2).stderr
+    assert row_counts(store) == before
+
+
+def test_metrics_file_is_prometheus_text_and_keeps_other_agents_series(cli, store, tmp_path):
+    _submit(cli, store, tmp_path)
+    path = tmp_path / "jedictl.prom"
+    cli("run", "--metrics-file", str(path), db=store)
+    text = path.read_text()
+    # Every series line is `name{labels} value`; HELP and TYPE once per metric.
+    series = [line for line in text.splitlines() if not line.startswith("#")]
+    assert series and all(re.fullmatch(r'jedictl_[a-z_]+\{[a-z_]+="[^"]*"(,[a-z_]+="[^"]*")*\} -?[0-9.e+]+', line) for line in series), text
+    types = [line for line in text.splitlines() if line.startswith("# TYPE ")]
+    assert len(types) == len(set(types)) == 6 and all(line.endswith(" gauge") for line in types)
+    for agent in AGENTS:
+        assert f'jedictl_pass_duration_seconds{{agent="{agent}"}}' in text
+    assert 'jedictl_tasks{status="running"} 2' in text or 'jedictl_tasks{status="scouting"}' in text
+    assert re.search(r'jedictl_jobs\{status="activated"\} \d+', text)
+    # A single agent command writing the same file replaces only its own series.
+    cli("generate", db=store, env={"JEDICTL_METRICS_FILE": str(path)})
+    again = path.read_text()
+    assert 'jedictl_pass_duration_seconds{agent="refine"}' in again
+    assert again.count('jedictl_pass_duration_seconds{agent="generate"}') == 1
+    assert not list(tmp_path.glob(".jedictl-metrics.*"))  # no temporary file left behind
+
+
+def test_json_log_lines_one_per_pass(cli, store, tmp_path):
+    _submit(cli, store, tmp_path)
+    result = cli("run", "--log-format", "json", db=store)
+    lines = [json.loads(line) for line in result.stderr.splitlines()]
+    assert [line["pass"] for line in lines] == AGENTS
+    assert all(line["event"] == "pass" and line["level"] == "info" and line["ts"].endswith("Z") for line in lines)
+    assert lines[0]["defined"] == 2 and isinstance(lines[0]["duration_s"], float)
+
+
+def test_two_cron_processes_run_the_pipeline_until_every_task_is_final(cli, store, tmp_path):
+    _submit(cli, store, tmp_path)
+    final = {status.value for status in TASK_FINAL}
+    for round_nr in range(1, 40):
+        # Two overlapping `run --once`, as two cron lines (or two hosts) would start them.
+        workers = jedictl_processes_together([["run", "--once", "-q", "--db", store, "--seed", str(round_nr * 2 + k)] for k in range(2)],
+                                             tmp_path)
+        for worker in workers:
+            _, stderr = worker.communicate(timeout=300)
+            assert worker.returncode == 0, stderr
+        statuses = run_sql(store, lambda conn: [r.status for r in conn.execute(select(tasks.c.status))])
+        if set(statuses) <= final:
+            break
+        cli("simulate", "--seed", str(round_nr), "--failure-rate", "0.1", db=store)
+        assert run_sql(store, check_all) == []
+    assert set(statuses) <= final, statuses
+    assert run_sql(store, check_all) == []
