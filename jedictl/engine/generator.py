@@ -199,8 +199,11 @@ class TaskGenerator:
                                      self.catalog, self.loads, self.settings.brokerage)
         if not brokerage.ok:
             raise NoSite(brokerage.summary())
-        plan = self._split(chunk, brokerage.candidates, max_jobs)
+        plan, excluded = self._split(chunk, brokerage.candidates, max_jobs)
         if not plan:
+            if len(excluded) < len(brokerage.candidates):
+                # Every candidate filled up during this pass (queued cap): JEDI's "candidates became full".
+                raise NoSite(f"candidates became full ({len(brokerage.candidates)} sites at their queued cap)")
             raise NoSite("the input fits no candidate site's limits")
         builder = JobBuilder(ctx, self.settings, self.now)
         secondary_rows = {row.id: row for _, rows, _ in secondaries for row in rows}
@@ -225,8 +228,9 @@ class TaskGenerator:
         records = tuple(_input_file(row) for row in rows)
         return SecondaryInput.from_attributes(dataset.id, records, attributes), rows, not shared
 
-    def _split(self, chunk: InputChunk, candidates: Any, max_jobs: int | None) -> list[tuple[Any, Any]]:
-        """Sub-chunks site by site: a weighted draw, then up to 25 (scouts: 2) jobs there, and again."""
+    def _split(self, chunk: InputChunk, candidates: Any, max_jobs: int | None) -> tuple[list[tuple[Any, Any]], list[str]]:
+        """Sub-chunks site by site: a weighted draw, then up to 25 (scouts: 2) jobs there, and again.
+        Returns the plan and the sites excluded because the input does not fit their limits."""
         ctx = self.context
         defaults = SplitDefaults.from_settings(self.settings)
         per_site = sub_chunks_per_site(ctx.scout, defaults)
@@ -248,7 +252,7 @@ class TaskGenerator:
             cursor = result.cursor
             if result.short_dropped:
                 break
-        return plan
+        return plan, excluded
 
     def _count(self, site: str, n_jobs: int) -> None:
         """Jobs made in this pass count as activated at their site for the next brokerage."""

@@ -171,3 +171,23 @@ def test_task_order_is_round_robin_across_users_with_an_express_lane():
     assert first_round in ({2, 5},)  # one task of each user before anyone's second
     always_express = order_tasks(candidates, random.Random(1), express_priority=1500, express_ratio=1.0)
     assert always_express[0] == 6
+
+
+
+
+def test_candidates_that_became_full_leave_the_task_pending_with_that_reason(cli, store, tmp_path, monkeypatch):
+    from jedictl.engine import generator
+
+    _grid(cli, store, tmp_path)
+    cli("submit", "-", db=store, input=json.dumps({**WORKED_EXAMPLE, "skipScout": True}))
+    for agent in (("refine",), ("feed",), ("broker", "--seed", "1")):
+        cli(*agent, db=store)
+    # Candidates pass every filter, but each is at its queued cap in this pass (pick_site finds none).
+    with monkeypatch.context() as patch:
+        patch.setattr(generator, "pick_site", lambda candidates, state, rng, **_: (None, state))
+        report = cli.json("generate", "--seed", "1", db=store)
+    assert report["jobs"] == 0 and "candidates became full" in report["items"][0]["reason"], report
+    status, files_used = run_sql(store, lambda conn: (conn.execute(select(tasks.c.status)).scalar_one(),
+                                                      conn.execute(select(datasets.c.n_files_used).where(datasets.c.name == "ds.in")).scalar_one()))
+    assert (status, files_used) == ("pending", 0)  # JEDI: no jobs -> pending; nothing is left claimed
+    assert run_sql(store, check_all) == []
