@@ -1,0 +1,187 @@
+"""The scale table (issue 10): every workload at x0.1 and x1, on SQLite and PostgreSQL, in one run.
+
+For each backend the raw row rates of the store are measured first, in the same run: a plain driver
+`executemany` INSERT of `files`-shaped rows and a plain `executemany` UPDATE by primary key. Each
+workload then runs at x0.1 and x1 and prints its time, peak memory (of the jedictl process doing the
+work), objects per second, the ratio of that rate to the raw row rate (insert for workloads that
+write rows, update for those that change them), its target and the growth factor (time at x1 / time
+at x0.1: 10 is linear).
+
+    python bench/run_all.py [--backend sqlite|postgresql|both] [--scales 0.1,1] [--json FILE]
+
+Workloads (x1): feed 1,000,000 files; generate 100,000 jobs from 1,000,000 files; ingest 100,000 job
+reports; finalize 10,000 tasks; queue-shares over 10,000 active tasks; brokerage over 2,000 sites;
+end to end 100 tasks x 1,000 files with the pilot simulator.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Iterator
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import feed, generate, lifecycle, report  # noqa: E402
+
+RAW_ROWS = 200_000
+
+
+def raw_rates(backend: str, workdir: Path) -> dict[str, float]:
+    """Rows per second of a plain executemany INSERT and UPDATE on the `files` table of a new store."""
+    from jedictl.store.database import create_store_engine
+    from jedictl.store.schema import datasets, tasks
+
+    with lifecycle.scratch_store(backend, workdir, "raw") as url:
+        engine = create_store_engine(url)
+        now = datetime(2026, 1, 1)
+        with engine.begin() as conn:
+            task_id = conn.execute(tasks.insert().values(name="raw", user_name="bench", vo="wlcg", prod_source_label="user", task_type="anal",
+                                                         status="defined", options={}, created_at=now, modified_at=now, state_changed_at=now)
+                                   .returning(tasks.c.id)).scalar_one()
+            dataset_id = conn.execute(datasets.insert().values(task_id=task_id, name="raw", type="input", status="ready", attributes={},
+                                                               created_at=now, modified_at=now).returning(datasets.c.id)).scalar_one()
+        marker = "?" if engine.dialect.name == "sqlite" else "%s"
+        columns = ("id", "task_id", "dataset_id", "lfn", "type", "status", "attempt_nr", "failed_attempt", "keep_track", "size", "n_events", "created_at")
+        rows = [(i, task_id, dataset_id, f"raw._{i:07d}.root", "input", "ready", 0, 0, True, 2_000_000_000 + i, 5000, now)
+                for i in range(1, RAW_ROWS + 1)]
+        raw = engine.raw_connection()
+        try:
+            cursor = raw.cursor()
+            insert = f"INSERT INTO files ({', '.join(columns)}) VALUES ({', '.join(marker for _ in columns)})"
+            update = f"UPDATE files SET status = {marker}, attempt_nr = {marker} WHERE id = {marker}"
+            rates = {}
+            for name, statement, values in (("insert", insert, rows), ("update", update, [("running", 1, i) for i in range(1, RAW_ROWS + 1)])):
+                started = time.perf_counter()
+                if engine.dialect.name == "sqlite":
+                    cursor.execute("BEGIN IMMEDIATE")
+                for start in range(0, len(values), 10_000):
+                    cursor.executemany(statement, values[start:start + 10_000])
+                raw.commit()
+                rates[name] = RAW_ROWS / (time.perf_counter() - started)
+        finally:
+            raw.close()
+            engine.dispose()
+    return rates
+
+
+def brokerage_run(n_sites: int) -> dict[str, Any]:
+    started = time.perf_counter()
+    out = subprocess.run([sys.executable, str(Path(__file__).parent / "brokerage.py"), "--sites", str(n_sites)], capture_output=True,
+                         text=True, check=True).stdout
+    figures = json.loads(out.split(" | ")[0])
+    return figures | {"wall_s": time.perf_counter() - started}
+
+
+class Row:
+    """One workload at one scale, normalised for the table."""
+
+    def __init__(self, name: str, backend: str, scale: float, objects: int, unit: str, seconds: float, peak_mb: int | None,
+                 raw_kind: str | None, rows: int | None, target: str, met: bool | None, note: str = ""):
+        self.name, self.backend, self.scale, self.objects, self.unit = name, backend, scale, objects, unit
+        self.seconds, self.peak_mb, self.raw_kind, self.rows = seconds, peak_mb, raw_kind, rows
+        self.target, self.met, self.note = target, met, note
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(vars(self))
+
+
+def workloads(backend: str, scale: float, workdir: Path) -> Iterator[Row]:
+    """Each workload at one scale, yielded as soon as it is measured."""
+    n = int(1_000_000 * scale)
+    result = feed.run(backend, n, workdir)
+    yield (Row("feed", backend, scale, n, "files", result["feed_s"], result["peak_rss_mb"], "insert", n,
+                    "SQLite < 30 s at x1, < 1 GB" if backend == "sqlite" else "< 1 GB",
+                    result["peak_rss_mb"] < 1024 and (backend != "sqlite" or scale < 1 or result["feed_s"] < 30)))
+    result = generate.run(backend, n, workdir)
+    yield (Row("generate", backend, scale, result["jobs"], "jobs", result["generate_s"], result["peak_rss_mb"], "insert",
+                    result["rows_written"], "SQLite < 60 s at x1, < 1.5 GB" if backend == "sqlite" else "< 1.5 GB",
+                    result["peak_rss_mb"] < 1536 and (backend != "sqlite" or scale < 1 or result["generate_s"] < 60)))
+    n_jobs = int(100_000 * scale)
+    result = report.run(backend, n_jobs, workdir)
+    yield (Row("ingest reports", backend, scale, n_jobs, "reports", result["report_s"], result["report_peak_mb"], "update", n_jobs,
+                    ">= 2,000/s on SQLite" if backend == "sqlite" else "-",
+                    (n_jobs / result["report_s"] >= 2000) if backend == "sqlite" else None, f"check {result['check']}"))
+    n_tasks = int(10_000 * scale)
+    result = lifecycle.finalize_run(backend, n_tasks, workdir)
+    yield (Row("finalize", backend, scale, n_tasks, "tasks", result["finalize_s"], result["finalize_peak_mb"], "update", n_tasks,
+                    "< 120 s at x1", result["finalize_s"] < 120))
+    yield (Row("queue-shares", backend, scale, n_tasks, "active tasks", result["queue_shares_s"], result["queue_shares_peak_mb"], None,
+                    None, "< 5 s", result["queue_shares_s"] < 5))
+    if backend == "sqlite":  # brokerage is computed in memory; its store is always a SQLite file
+        n_sites = int(2000 * scale)
+        result = brokerage_run(n_sites)
+        yield (Row("brokerage", "memory", scale, n_sites, "sites", result["job_brokerage_with_loading_s"], None, None, None,
+                        "< 1 s per decision", result["job_brokerage_with_loading_s"] < 1,
+                        f"decision {result['job_brokerage_s']} s, task brokerage {result['task_brokerage_s']} s"))
+    n_tasks = max(1, int(100 * scale))
+    result = lifecycle.e2e_run(backend, n_tasks, 1000, workdir)
+    yield (Row("end to end", backend, scale, n_tasks * 1000, "files", result["e2e_s"], result["peak_mb"], "insert", n_tasks * 1000,
+                    "every task final, counters consistent", result["final"].split("/")[0] == result["final"].split("/")[1] and result["consistent"],
+                    f"{n_tasks} tasks, {result['rounds']} rounds"))
+
+
+def table(rows: list[Row], raw: dict[str, dict[str, float]]) -> str:
+    by_key: dict[tuple[str, str], dict[float, Row]] = {}
+    for row in rows:
+        by_key.setdefault((row.name, row.backend), {})[row.scale] = row
+    header = ["workload", "backend", "x1 objects", "x1 time s", "objects/s", "peak MB", "ratio to raw", "x0.1 time s", "growth", "target", "met"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for (name, backend), scales in by_key.items():
+        big = scales.get(max(scales))
+        small = scales.get(min(scales)) if len(scales) > 1 else None
+        rate = big.objects / big.seconds if big.seconds else 0
+        ratio = "-"
+        if big.raw_kind and big.rows and backend in raw:
+            ratio = f"{(big.rows / big.seconds) / raw[backend][big.raw_kind]:.2f}"
+        growth = f"{big.seconds / small.seconds:.1f}" if small and small.seconds else "-"
+        met = "-" if big.met is None else ("yes" if big.met else "NO")
+        note = f" ({big.note})" if big.note else ""
+        lines.append(f"| {name}{note} | {backend} | {big.objects:,} {big.unit} | {big.seconds:.2f} | {rate:,.0f} | "
+                     f"{big.peak_mb if big.peak_mb is not None else '-'} | {ratio} | {small.seconds if small else '-'} | {growth} | "
+                     f"{big.target} | {met} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--backend", choices=["sqlite", "postgresql", "both"], default="both")
+    parser.add_argument("--scales", default="0.1,1")
+    parser.add_argument("--json", metavar="FILE", help="also write every figure as JSON here")
+    args = parser.parse_args()
+    scales = sorted(float(s) for s in args.scales.split(","))
+    backends = ["sqlite", "postgresql"] if args.backend == "both" else [args.backend]
+    rows: list[Row] = []
+    raw: dict[str, dict[str, float]] = {}
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        for backend in backends:
+            raw[backend] = raw_rates(backend, Path(tmp))
+            print(f"{backend}: raw executemany insert {raw[backend]['insert']:,.0f} rows/s, update {raw[backend]['update']:,.0f} rows/s",
+                  flush=True)
+            for scale in scales:
+                for row in workloads(backend, scale, Path(tmp)):
+                    print(f"  x{row.scale:g} {row.name:15s} {row.objects:>9,} {row.unit:<12s} {row.seconds:8.2f} s  peak {row.peak_mb} MB",
+                          flush=True)
+                    rows.append(row)
+    print()
+    print(f"{datetime.now():%Y-%m-%d}, {platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+          f"total {time.perf_counter() - started:.0f} s")
+    for backend, rates in raw.items():
+        print(f"raw rates {backend}: insert {rates['insert']:,.0f} rows/s, update {rates['update']:,.0f} rows/s")
+    print()
+    print(table(rows, raw))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"raw": raw, "rows": [row.as_dict() for row in rows]}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
