@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -25,13 +23,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.common import jedictl, scratch_store, step  # noqa: E402
 from jedictl.clock import utcnow  # noqa: E402
 from jedictl.store.bulk import insert_tuples  # noqa: E402
 from jedictl.store.database import create_store_engine  # noqa: E402
-from jedictl.store.migrate import upgrade  # noqa: E402
 from jedictl.store.schema import catalog_datasets, catalog_files, datasets, files, storage_endpoints, tasks  # noqa: E402
 
-PG_URL = os.environ.get("JEDICTL_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 DATASET = "mc23_13p6TeV.601229.PhPy8EG_A14_ttbar.deriv.DAOD_PHYS.e8514_s4162_r14622_p6026_tid01000000_00"
 SPEC = f"""
 name: bench.feed
@@ -41,10 +38,6 @@ inputs: [{{dataset: {DATASET}}}]
 outputs: [{{dataset: user.bench.out/, file_template: "user.bench.${{SN/P}}.root"}}]
 scouts: {{skip_scout: true}}
 """
-
-
-def jedictl(url: str, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "jedictl", *args, "--db", url], input=stdin, capture_output=True, text=True, check=True)
 
 
 def build_catalog(url: str, n_files: int) -> None:
@@ -106,40 +99,15 @@ def fed_rows(url: str) -> tuple[list[str], list[tuple]]:
 
 
 def run(backend: str, n_files: int, workdir: Path) -> dict:
-    if backend == "sqlite":
-        url, baseline_url, cleanup = f"sqlite:///{workdir / 'feed.db'}", f"sqlite:///{workdir / 'baseline.db'}", lambda: None
-    else:
-        import psycopg
-
-        schemas = [f"bench_{uuid.uuid4().hex[:8]}" for _ in range(2)]
-        plain = PG_URL.replace("+psycopg", "")
-        with psycopg.connect(plain, autocommit=True) as conn:
-            for schema in schemas:
-                conn.execute(f"CREATE SCHEMA {schema}")
-        url, baseline_url = (f"{PG_URL}?options=-csearch_path%3D{schema}" for schema in schemas)
-
-        def cleanup() -> None:
-            with psycopg.connect(plain, autocommit=True) as conn:
-                for schema in schemas:
-                    conn.execute(f"DROP SCHEMA {schema} CASCADE")
-    try:
-        upgrade(url)
-        upgrade(baseline_url)
+    with scratch_store(backend, workdir, "feed") as url, scratch_store(backend, workdir, "baseline") as baseline_url:
         build_catalog(url, n_files)
         jedictl(url, "submit", "-", stdin=SPEC)
         jedictl(url, "refine")
-        started = time.perf_counter()
-        process = subprocess.Popen([sys.executable, "-m", "jedictl", "feed", "-o", "json", "--db", url], stdout=subprocess.PIPE, text=True)
-        _, status, usage = os.wait4(process.pid, 0)  # the feed process's own peak RSS
-        feed_seconds = time.perf_counter() - started
-        assert status == 0, f"feed exited with {status}"
-        peak_mb = usage.ru_maxrss / 1024
-        report = json.loads(process.stdout.read())
+        feed_seconds, peak_mb, out = step(url, "feed", "-o", "json")  # the feed process's own peak RSS
+        report = json.loads(out)
         columns, rows = fed_rows(url)
         assert len(rows) == n_files, (len(rows), report)
         baseline_seconds = plain_insert(baseline_url, rows, columns)
-    finally:
-        cleanup()
     feed_rate, plain_rate = n_files / feed_seconds, n_files / baseline_seconds
     return {"backend": backend, "files": n_files, "feed_s": round(feed_seconds, 2), "files_per_s": round(feed_rate),
             "plain_insert_s": round(baseline_seconds, 2), "plain_rows_per_s": round(plain_rate), "ratio": round(feed_rate / plain_rate, 2), "peak_rss_mb": round(peak_mb)}

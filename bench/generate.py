@@ -14,20 +14,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.feed import PG_URL, build_catalog  # noqa: E402
+from bench.common import jedictl, scratch_store, step  # noqa: E402
+from bench.feed import build_catalog  # noqa: E402
 from jedictl.store.database import create_store_engine  # noqa: E402
 from jedictl.store.jobs import JOB_COLUMNS, JOB_FILE_COLUMNS  # noqa: E402
-from jedictl.store.migrate import upgrade  # noqa: E402
 from jedictl.store.schema import files, job_files, jobs, site_storage, sites  # noqa: E402
 
 from bench.feed import DATASET  # noqa: E402
@@ -43,10 +40,6 @@ split: {{n_files_per_job: 10}}
 scouts: {{skip_scout: true}}
 """
 OUTPUT_COLUMNS = ("task_id", "dataset_id", "lfn", "type", "status", "attempt_nr", "failed_attempt", "keep_track", "out_job_id", "created_at")
-
-
-def jedictl(url: str, *args: str, stdin: str | None = None) -> None:
-    subprocess.run([sys.executable, "-m", "jedictl", *args, "--db", url, "-q"], input=stdin, capture_output=True, text=True, check=True)
 
 
 def add_sites(url: str) -> None:
@@ -98,48 +91,22 @@ def plain_insert(url: str, rows: dict[str, tuple[tuple[str, ...], list[tuple]]])
 
 
 def run(backend: str, n_files: int, workdir: Path) -> dict:
-    if backend == "sqlite":
-        url, baseline_url, cleanup = f"sqlite:///{workdir / 'gen.db'}", f"sqlite:///{workdir / 'gen-baseline.db'}", lambda: None
-    else:
-        import psycopg
-
-        schemas = [f"bench_{uuid.uuid4().hex[:8]}" for _ in range(2)]
-        plain = PG_URL.replace("+psycopg", "")
-        with psycopg.connect(plain, autocommit=True) as conn:
-            for schema in schemas:
-                conn.execute(f"CREATE SCHEMA {schema}")
-        url, baseline_url = (f"{PG_URL}?options=-csearch_path%3D{schema}" for schema in schemas)
-
-        def cleanup() -> None:
-            with psycopg.connect(plain, autocommit=True) as conn:
-                for schema in schemas:
-                    conn.execute(f"DROP SCHEMA {schema} CASCADE")
-    try:
-        upgrade(url)
-        upgrade(baseline_url)
+    with scratch_store(backend, workdir, "gen") as url, scratch_store(backend, workdir, "gen-baseline") as baseline_url:
         build_catalog(url, n_files)
         add_sites(url)
         jedictl(url, "submit", "-", stdin=SPEC)
         jedictl(url, "refine")
         jedictl(url, "feed")
-        env = {**os.environ, "JEDICTL_GENERATE__N_FILES": str(n_files)}
-        started = time.perf_counter()
-        process = subprocess.Popen([sys.executable, "-m", "jedictl", "generate", "--no-throttle", "-o", "json", "--db", url],
-                                   stdout=subprocess.PIPE, text=True, env=env)
-        _, status, usage = os.wait4(process.pid, 0)
-        seconds = time.perf_counter() - started
-        report = json.loads(process.stdout.read())
-        assert status == 0, f"generate exited with {status}"
+        seconds, peak_mb, out = step(url, "generate", "--no-throttle", "-o", "json", env={"JEDICTL_GENERATE__N_FILES": str(n_files)})
+        report = json.loads(out)
         rows = written_rows(url)
         n_jobs = len(rows["jobs"][1])
         assert n_jobs == n_files // 10, (n_jobs, report)
         baseline = plain_insert(baseline_url, rows)
-    finally:
-        cleanup()
     n_rows = sum(len(data) for _, data in rows.values())
     return {"backend": backend, "files": n_files, "jobs": n_jobs, "generate_s": round(seconds, 2), "jobs_per_s": round(n_jobs / seconds),
             "rows_written": n_rows, "plain_insert_s": round(baseline, 2),
-            "ratio": round((n_rows / seconds) / (n_rows / baseline), 2), "peak_rss_mb": round(usage.ru_maxrss / 1024)}
+            "ratio": round((n_rows / seconds) / (n_rows / baseline), 2), "peak_rss_mb": peak_mb}
 
 
 def main() -> None:

@@ -11,66 +11,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
 import time
-import uuid
-from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
-from typing import Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.common import scratch_store, step  # noqa: E402
 from jedictl.clock import utcnow  # noqa: E402
-
-PG_URL = os.environ.get("JEDICTL_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
-
-
-@contextmanager
-def scratch_store(backend: str, workdir: Path, name: str) -> Iterator[str]:
-    """A new, migrated store: a SQLite file, or a PostgreSQL schema dropped afterwards."""
-    from jedictl.store.migrate import upgrade
-
-    if backend == "sqlite":
-        url = f"sqlite:///{workdir / (name + '.db')}"
-        upgrade(url)
-        yield url
-        return
-    import psycopg
-
-    schema = f"bench_{uuid.uuid4().hex[:8]}"
-    plain = PG_URL.replace("+psycopg", "")
-    with psycopg.connect(plain, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    url = f"{PG_URL}?options=-csearch_path%3D{schema}"
-    try:
-        upgrade(url)
-        yield url
-    finally:
-        with psycopg.connect(plain, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE")
-
-
-def step(url: str, *args: str, env: dict[str, str] | None = None) -> tuple[float, int, str]:
-    """One jedictl process: (seconds, peak RSS of that child alone in MB, stdout). Exit 1 (a pass met
-    errors, e.g. a simulated failure it reported) is accepted; anything else stops the benchmark."""
-    started = time.perf_counter()
-    with tempfile.TemporaryFile("w+") as errors:
-        # stderr to a file: reading two pipes one after the other can deadlock on a chatty child.
-        process = subprocess.Popen([sys.executable, "-m", "jedictl", *args, "--db", url], stdout=subprocess.PIPE, stderr=errors,
-                                   text=True, env={**os.environ, **(env or {})})
-        out = process.stdout.read()
-        _, status, usage = os.wait4(process.pid, 0)
-        errors.seek(0)
-        message = errors.read()
-    seconds = time.perf_counter() - started
-    if os.waitstatus_to_exitcode(status) not in (0, 1):
-        raise SystemExit(f"jedictl {' '.join(args)} failed ({status}): {message.strip()[-500:]}")
-    return seconds, round(usage.ru_maxrss / 1024), out
-
 
 def load_tasks(url: str, n_tasks: int, n_files: int, files_per_job: int, skip_scout: bool) -> None:
     """The demo grid, one input dataset of `n_files` per task, and `n_tasks` registered tasks."""

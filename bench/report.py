@@ -14,19 +14,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.feed import DATASET, PG_URL, build_catalog  # noqa: E402
-from bench.generate import add_sites, jedictl  # noqa: E402
-from jedictl.store.migrate import upgrade  # noqa: E402
+from bench.common import jedictl, scratch_store, step  # noqa: E402
+from bench.feed import DATASET, build_catalog  # noqa: E402
+from bench.generate import add_sites  # noqa: E402
 
 SPEC = f"""
 name: bench.report
@@ -38,25 +36,6 @@ log: {{dataset: user.bench.report.log/, file_template: "user.bench.${{SN/P}}.log
 split: {{n_files_per_job: 1}}
 scouts: {{skip_scout: true}}
 """
-
-
-def run_step(url: str, args: list[str], stdin_path: Path | None = None) -> tuple[float, int, str]:
-    """One timed jedictl process with its peak memory (wait4's rusage of that child alone)."""
-    started = time.perf_counter()
-    stdin = open(stdin_path) if stdin_path else subprocess.DEVNULL
-    try:
-        process = subprocess.Popen([sys.executable, "-m", "jedictl", *args, "--db", url], stdin=stdin, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, text=True)
-        out = process.stdout.read()
-        err = process.stderr.read()
-        _, status, usage = os.wait4(process.pid, 0)
-    finally:
-        if stdin_path:
-            stdin.close()
-    seconds = time.perf_counter() - started
-    if status != 0:
-        raise SystemExit(f"jedictl {' '.join(args)} failed ({status}): {err.strip()[:500]}")
-    return seconds, round(usage.ru_maxrss / 1024), out
 
 
 def report_lines(payloads: list[dict], failure_share: float = 0.1) -> str:
@@ -75,35 +54,19 @@ def report_lines(payloads: list[dict], failure_share: float = 0.1) -> str:
 
 
 def run(backend: str, n_jobs: int, workdir: Path) -> dict:
-    if backend == "sqlite":
-        url, cleanup = f"sqlite:///{workdir / 'report.db'}", lambda: None
-    else:
-        import psycopg
-
-        schema = f"bench_{uuid.uuid4().hex[:8]}"
-        plain = PG_URL.replace("+psycopg", "")
-        with psycopg.connect(plain, autocommit=True) as conn:
-            conn.execute(f"CREATE SCHEMA {schema}")
-        url = f"{PG_URL}?options=-csearch_path%3D{schema}"
-
-        def cleanup() -> None:
-            with psycopg.connect(plain, autocommit=True) as conn:
-                conn.execute(f"DROP SCHEMA {schema} CASCADE")
-    os.environ["JEDICTL_GENERATE__N_FILES"] = str(n_jobs)
-    try:
-        upgrade(url)
+    with scratch_store(backend, workdir, "report") as url:
         build_catalog(url, n_jobs)
         add_sites(url)
         jedictl(url, "submit", "-", stdin=SPEC)
         jedictl(url, "refine")
         jedictl(url, "feed")
-        jedictl(url, "generate", "--no-throttle")
+        jedictl(url, "generate", "--no-throttle", env={"JEDICTL_GENERATE__N_FILES": str(n_jobs)})
         results: dict = {"backend": backend, "jobs": n_jobs}
         payloads: list[dict] = []
         dispatch_s, dispatch_mb = 0.0, 0
         for site in ("BENCH_A", "BENCH_B", "BENCH_C"):
             while True:
-                seconds, mb, out = run_step(url, ["jobs", "dispatch", "--site", site, "--count", "10000", "-o", "json"])
+                seconds, mb, out = step(url, "jobs", "dispatch", "--site", site, "--count", "10000", "-o", "json")
                 got = json.loads(out)["jobs"]
                 dispatch_s, dispatch_mb = dispatch_s + seconds, max(dispatch_mb, mb)
                 payloads.extend(got)
@@ -113,19 +76,17 @@ def run(backend: str, n_jobs: int, workdir: Path) -> dict:
         results.update(dispatch_s=round(dispatch_s, 2), dispatch_per_s=round(n_jobs / dispatch_s), dispatch_peak_mb=dispatch_mb)
         beats = workdir / f"beats-{backend}.jsonl"
         beats.write_text("".join(json.dumps({"job_id": p["job_id"], "status": "running"}) + "\n" for p in payloads))
-        seconds, mb, _ = run_step(url, ["jobs", "heartbeat", "--from", "-", "-o", "tsv", "-q"], beats)
+        seconds, mb, _ = step(url, "jobs", "heartbeat", "--from", "-", "-o", "tsv", "-q", stdin_path=beats)
         results.update(heartbeat_s=round(seconds, 2), heartbeats_per_s=round(n_jobs / seconds), heartbeat_peak_mb=mb)
         reports = workdir / f"reports-{backend}.jsonl"
         reports.write_text(report_lines(payloads))
-        seconds, mb, out = run_step(url, ["jobs", "report", "-", "-o", "json"], reports)
+        seconds, mb, out = step(url, "jobs", "report", "-", "-o", "json", stdin_path=reports)
         summary = json.loads(out)
         assert summary.get("applied") == n_jobs, {k: v for k, v in summary.items() if k != "items"}
         results.update(report_s=round(seconds, 2), reports_per_s=round(n_jobs / seconds), report_peak_mb=mb)
         check = subprocess.run([sys.executable, "-m", "jedictl", "check", "--db", url], capture_output=True, text=True)
         results["check"] = "consistent" if check.returncode == 0 else check.stdout.strip()[:200]
         return results
-    finally:
-        cleanup()
 
 
 def main() -> None:

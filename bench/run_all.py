@@ -31,6 +31,7 @@ from typing import Any, Iterator
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import feed, generate, lifecycle, report  # noqa: E402
+from bench.common import scratch_store  # noqa: E402
 
 RAW_ROWS = 200_000
 
@@ -40,7 +41,7 @@ def raw_rates(backend: str, workdir: Path) -> dict[str, float]:
     from jedictl.store.database import create_store_engine
     from jedictl.store.schema import datasets, tasks
 
-    with lifecycle.scratch_store(backend, workdir, "raw") as url:
+    with scratch_store(backend, workdir, "raw") as url:
         engine = create_store_engine(url)
         now = datetime(2026, 1, 1)
         with engine.begin() as conn:

@@ -39,7 +39,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.feed import DATASET, PG_URL, build_catalog  # noqa: E402
+from bench.common import scratch_url  # noqa: E402
+from bench.feed import DATASET, build_catalog  # noqa: E402
 from bench.generate import add_sites  # noqa: E402
 from jedictl.config import load_settings  # noqa: E402
 from jedictl.engine.dispatcher import DispatchRequest, dispatch_jobs  # noqa: E402
@@ -184,24 +185,8 @@ def main() -> None:
     parser.add_argument("--backend", choices=["sqlite", "postgresql"], default="sqlite")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        if args.backend == "sqlite":
-            url, cleanup = f"sqlite:///{Path(tmp) / 'shares.db'}", lambda: None
-        else:
-            import psycopg
-
-            schema, plain = f"bench_{uuid.uuid4().hex[:8]}", PG_URL.replace("+psycopg", "")
-            with psycopg.connect(plain, autocommit=True) as conn:
-                conn.execute(f"CREATE SCHEMA {schema}")
-            url = f"{PG_URL}?options=-csearch_path%3D{schema}"
-
-            def cleanup() -> None:
-                with psycopg.connect(plain, autocommit=True) as conn:
-                    conn.execute(f"DROP SCHEMA {schema} CASCADE")
-        try:
-            ok = run(url, args.cycles, args.slots, args.arrive, args.window, args.tolerance, args.seed)
-        finally:
-            cleanup()
+    with tempfile.TemporaryDirectory() as tmp, scratch_url(args.backend, Path(tmp), "shares") as url:
+        ok = run(url, args.cycles, args.slots, args.arrive, args.window, args.tolerance, args.seed)
     raise SystemExit(0 if ok else 1)
 
 
