@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Callable, Iterable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterable, Iterator
 
 import typer
 
@@ -16,7 +17,8 @@ def run_passes(app: AppContext, run_once: Callable[[], Any], loop: float | None)
     errors = 0
     while True:
         started = time.monotonic()
-        report = run_once()
+        with progress(app):
+            report = run_once()
         errors += record_passes(app, [(report, time.monotonic() - started)])
         if not loop:
             break
@@ -73,3 +75,30 @@ def log_line(app: AppContext, record: dict[str, Any]) -> None:
     stamp = utcnow().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     if not app.quiet or record.get("level") == "error":
         typer.echo(json.dumps({"ts": stamp, "level": record.pop("level", "info"), **record}, default=str, separators=(",", ":")), err=True)
+
+
+@contextmanager
+def progress(app: AppContext) -> Iterator[None]:
+    """A live line per pass on a terminal (objects done, last outcome, time), gone when the pass ends;
+    nothing at all in cron, in pipes, with -q, or when the output is for programs."""
+    import sys
+
+    if app.quiet or not sys.stderr.isatty() or app.output != "table" or app.settings.log_format != "text":
+        yield
+        return
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from jedictl.engine.agent import watching
+
+    bars: dict[int, Any] = {}
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TextColumn("{task.completed} done"), TimeElapsedColumn(),
+                  console=Console(stderr=True), transient=True) as display:
+        def seen(report: Any, outcome: str) -> None:
+            bar = bars.get(id(report))
+            if bar is None:
+                bar = bars[id(report)] = display.add_task(report.name, total=None)
+            display.update(bar, advance=1, description=f"{report.name}: {outcome}")
+
+        with watching(seen):
+            yield

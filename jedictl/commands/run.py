@@ -35,7 +35,7 @@ def run(
     if once and loop:
         raise BadInput("give --once or --loop, not both", "--loop")
     app = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
-    from jedictl.commands._agent import record_passes
+    from jedictl.commands._agent import progress, record_passes
     from jedictl.engine.pipeline import parse_agents, run_pipeline
 
     chosen = parse_agents(agents)
@@ -47,7 +47,8 @@ def run(
     store = app.store()
     errors = 0
     while True:
-        errors += record_passes(app, run_pipeline(store, app.settings, app.owner, app.clock.now, chosen, seed))
+        with progress(app):
+            errors += record_passes(app, run_pipeline(store, app.settings, app.owner, app.clock.now, chosen, seed))
         if not loop:
             break
         time.sleep(loop)

@@ -8,13 +8,28 @@ with the lease released so another pass can retry.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from sqlalchemy import ColumnElement
 
 from jedictl.errors import LeaseLost
+
+
+#: Who wants to hear about each object a pass finishes (a progress display); see `watching`.
+_LISTENERS: list[Callable[["PassReport", str], None]] = []
+
+
+@contextmanager
+def watching(listener: Callable[["PassReport", str], None]) -> Iterator[None]:
+    """Call `listener(report, outcome)` for every object any pass reports while the block runs."""
+    _LISTENERS.append(listener)
+    try:
+        yield
+    finally:
+        _LISTENERS.remove(listener)
 
 
 @dataclass
@@ -28,6 +43,8 @@ class PassReport:
     def add(self, outcome: str, **item: Any) -> None:
         self.counts[outcome] = self.counts.get(outcome, 0) + 1
         self.items.append({"outcome": outcome, **item})
+        for listener in _LISTENERS:
+            listener(self, outcome)
 
     @property
     def errors(self) -> int:
