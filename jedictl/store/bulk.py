@@ -61,3 +61,18 @@ def slices(items: Sequence[T], size: int = 1000) -> Iterator[Sequence[T]]:
     """Bound IN lists: SQLite limits bound parameters, and psycopg re-parses long statements."""
     for start in range(0, len(items), size):
         yield items[start:start + size]
+
+
+def insert_new_returning(conn: Connection, table: Table, columns: Sequence[str], rows: Sequence[Sequence[Any]],
+                         unique: Sequence[str], returning: Sequence[str]) -> list[tuple]:
+    """INSERT rows that do not exist yet (by the `unique` columns) and return `returning` of the new
+    ones: one multi-row statement per slice in the driver's own SQL, because SQLAlchemy compiles a
+    multi-row VALUES afresh for every row count (it cost more than the insert itself)."""
+    marker = "%s" if conn.dialect.name == "postgresql" else "?"
+    row_marks = "(" + ", ".join(marker for _ in columns) + ")"
+    found: list[tuple] = []
+    for part in slices(rows, 500):
+        statement = (f"INSERT INTO {table.name} ({', '.join(columns)}) VALUES {', '.join(row_marks for _ in part)} "
+                     f"ON CONFLICT ({', '.join(unique)}) DO NOTHING RETURNING {', '.join(returning)}")
+        found.extend(tuple(row) for row in conn.exec_driver_sql(statement, tuple(value for row in part for value in row)))
+    return found

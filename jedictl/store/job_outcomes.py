@@ -18,7 +18,7 @@ from sqlalchemy import Connection, bindparam, exists, func, insert, select, upda
 
 from jedictl.engine.job_results import DatasetDelta, FileRecord, FileUpdate, JobFileRecord
 from jedictl.model import JobStatus
-from jedictl.store.bulk import insert_tuples, slices, update_tuples
+from jedictl.store.bulk import insert_new_returning, insert_tuples, slices, update_tuples
 from jedictl.store.schema import (
     catalog_datasets,
     catalog_file_replicas,
@@ -191,22 +191,17 @@ def register_outputs(conn: Connection, outputs: Sequence[tuple[str, str, str | N
     for name in sorted(by_dataset):
         rows = by_dataset[name]
         dataset_id = _catalog_dataset(conn, name, now)
-        lfns = [row[2] for row in rows]
-        known = set()
-        for part in slices(lfns):
-            known.update(conn.execute(select(catalog_files.c.lfn).where(catalog_files.c.dataset_id == dataset_id,
-                                                                       catalog_files.c.lfn.in_(list(part)))).scalars())
-        new = [row for row in rows if row[2] not in known]
         scope = scope_of(name)
-        written += insert_tuples(conn, catalog_files, ("dataset_id", "scope", "lfn", "guid", "size", "checksum", "n_events", "created_at"),
-                                 [(dataset_id, scope, lfn, guid, size, checksum, events, now) for _, _, lfn, guid, size, checksum, events in new])
-        endpoint_of = {row[2]: row[1] for row in new if row[1]}
+        # INSERT ... ON CONFLICT DO NOTHING RETURNING: the new files and their ids in one round trip
+        # per slice, no lookup of the known ones (those lookups were the slow part on PostgreSQL).
+        ids: dict[str, int] = dict(insert_new_returning(
+            conn, catalog_files, ("dataset_id", "scope", "lfn", "guid", "size", "checksum", "n_events", "created_at"),
+            [(dataset_id, scope, lfn, guid, size, checksum, events, now) for _, _, lfn, guid, size, checksum, events in rows],
+            ("dataset_id", "lfn"), ("lfn", "id")))
+        written += len(ids)
+        endpoint_of = {row[2]: row[1] for row in rows if row[1] and row[2] in ids}
         if not endpoint_of:
             continue
-        ids: dict[str, int] = {}
-        for part in slices(sorted(endpoint_of)):
-            ids.update(conn.execute(select(catalog_files.c.lfn, catalog_files.c.id).where(
-                catalog_files.c.dataset_id == dataset_id, catalog_files.c.lfn.in_(list(part)))).all())
         for endpoint in sorted(set(endpoint_of.values())):
             present = conn.execute(select(catalog_replicas.c.complete).where(
                 catalog_replicas.c.dataset_id == dataset_id, catalog_replicas.c.endpoint == endpoint)).first()
