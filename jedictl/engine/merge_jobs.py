@@ -111,6 +111,9 @@ def make_merge_jobs(conn: Any, ctx: TaskContext, settings: Settings, sites: dict
         if site is None or getattr(site, "status", "online") not in ("online", "brokeroff"):
             notes.append(f"{len(by_site[site_name])} unmerged files wait for site {site_name}")
             continue
+        room = None if max_jobs is None else max_jobs - len(plan)
+        if room is not None and room <= 0:
+            break
         masters = by_site[site_name]
         producers = [row.boundary_id for row in masters]
         secondary_rows = [merge_store.waiting_secondaries(conn, d.id, producers) for d in merge.secondaries]
@@ -119,9 +122,6 @@ def make_merge_jobs(conn: Any, ctx: TaskContext, settings: Settings, sites: dict
             secondaries=tuple(SecondaryInput(d.id, tuple(_record(r) for r in rows)) for d, rows in zip(merge.secondaries, secondary_rows, strict=True)),
         )
         limits = job_limits(ctx.live_options, site_limits(site), merging=True, defaults=defaults)
-        room = None if max_jobs is None else max_jobs - len(plan)
-        if room is not None and room <= 0:
-            break
         result = split_at_site(chunk, limits, START, max_sub_chunks=room)
         subs = list(result.sub_chunks)
         if subs and merge.more_to_come and result.cursor.master >= len(chunk.master) and len(subs[-1].master) < (limits.max_files or 0):
