@@ -69,9 +69,14 @@ def step(url: str, *args: str, env: dict[str, str] | None = None, stdin_path: Pa
         with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as errors:
             process = subprocess.Popen([sys.executable, "-m", "jedictl", *args, "--db", url], stdin=stdin, stdout=out, stderr=errors,
                                        text=True, env={**os.environ, **(env or {})})
-            while process.poll() is None:
-                peak_kb = max(peak_kb, _high_water_kb(process.pid))
-                time.sleep(0.02)
+            try:
+                while process.poll() is None:
+                    peak_kb = max(peak_kb, _high_water_kb(process.pid))
+                    time.sleep(0.02)
+            finally:
+                if process.poll() is None:  # interrupted: leave no jedictl behind
+                    process.kill()
+                    process.wait()
             out.seek(0)
             errors.seek(0)
             stdout, message = out.read(), errors.read()

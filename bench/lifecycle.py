@@ -98,6 +98,7 @@ def e2e_run(backend: str, n_tasks: int, n_files: int, workdir: Path, files_per_j
         started = time.perf_counter()
         peak, rounds = 0, 0
         big = {"JEDICTL_REFINE__LIMIT": str(n_tasks), "JEDICTL_FEED__LIMIT": str(n_tasks), "JEDICTL_GENERATE__N_TASKS": str(n_tasks),
+               "JEDICTL_TASK_BROKER__LIMIT": str(n_tasks),
                "JEDICTL_FINALIZE__LIMIT": str(n_tasks),
                # The throttler would hold generation to a bunch per share and pass, and the simulator
                # empties the queues at once: the benchmark measures the pipeline, not that policy.

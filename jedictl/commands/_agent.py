@@ -59,13 +59,16 @@ def emit_report(app: AppContext, report: Any, duration: float | None = None) -> 
         app.emit(data)
         return
     if app.settings.log_format == "json":
-        log_line(app, {"event": "pass", **{k: v for k, v in data.items() if k != "items"},
+        log_line(app, {"event": "pass", "level": "error" if report.errors else "info", **{k: v for k, v in data.items() if k != "items"},
                        "duration_s": round(duration or 0.0, 3), "items": data["items"] if app.verbose else len(data["items"])})
         return
     counts = ", ".join(f"{key} {value}" for key, value in data.items() if key not in ("pass", "items")) or "nothing to do"
     app.note(f"{report.name}: {counts}")
-    if data["items"] and (app.verbose or app.output == "tsv" or any(item.get("reason") for item in data["items"])):
-        app.emit(data["items"])
+    items = data["items"]
+    if app.quiet:  # cron: only what went wrong, so that mail means something
+        items = [item for item in items if item.get("outcome") == "error"]
+    if items and (app.verbose or app.output == "tsv" or any(item.get("reason") for item in items)):
+        app.emit(items)
 
 
 def log_line(app: AppContext, record: dict[str, Any]) -> None:

@@ -45,10 +45,10 @@ def demo(
     from jedictl.engine import demo as demo_engine
     from jedictl.store.migrate import upgrade
 
+    if is_url and demo_engine.holds_tasks(app.settings.db):  # before any migration touches someone's store
+        raise BadInput("already holds tasks; the demo needs an empty store", "--db")
     upgrade(app.settings.db, busy_timeout_s=app.settings.sqlite_busy_timeout_s)
     store = app.store()
-    if not demo_engine.store_is_empty(store):
-        raise BadInput("already holds tasks; the demo needs an empty store", "--db")
     start = app.clock.now()
     tasks = demo_engine.build(store, app.settings, start, app.owner)
     live = sys.stderr.isatty() and not app.quiet and app.output == "table"

@@ -244,13 +244,21 @@ def _operator(store: Any, settings: Settings, demo: DemoTasks, now: datetime) ->
     return f"jedictl retry {demo.flaky}: {outcome.previous} -> {outcome.status}"
 
 
-def store_is_empty(store: Any) -> bool:
-    from sqlalchemy import func, select
+def holds_tasks(url: str) -> bool:
+    """Whether the store at `url` exists with at least one task (read only; no schema check)."""
+    from sqlalchemy import func, inspect, select
 
+    from jedictl.store.database import create_store_engine
     from jedictl.store.schema import tasks
 
-    with store.read() as conn:
-        return conn.execute(select(func.count()).select_from(tasks)).scalar_one() == 0
+    engine = create_store_engine(url)
+    try:
+        with engine.connect() as conn:
+            if not inspect(conn).has_table("tasks"):
+                return False
+            return conn.execute(select(func.count()).select_from(tasks)).scalar_one() > 0
+    finally:
+        engine.dispose()
 
 
 def task_status(store: Any, task_id: int) -> str:

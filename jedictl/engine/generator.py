@@ -100,6 +100,10 @@ def generate_pass(store: Any, settings: Settings, owner: str, now: datetime, lim
             made, outcome, reason = generator.run(None if budget is None or merge_only else budget[1], merge_only=merge_only)
             if budget is not None and budget[1] is not None and not merge_only:
                 budget[1] -= made
+            if outcome == "nothing":
+                visited -= 1  # held-back merges or nothing released: the task does not use up a slot of the pass
+                if merge_only:
+                    outcome, reason = "throttled", f"{queue[0]}/{queue[1]}: {budget[0].message} (no merge job ready)"
             report.add(outcome, task_id=task_id, jobs=made, reason=reason)
         except LeaseLost as exc:
             report.add("skipped", task_id=task_id, jobs=0, reason=str(exc))

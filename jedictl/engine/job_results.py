@@ -235,6 +235,10 @@ def _output_update(record: FileRecord, status: JobStatus, job: JobRecord, output
               "attempt_nr": record.attempt_nr, "failed_attempt": record.failed_attempt}
     if status != JobStatus.FINISHED or output is None:
         new = FileStatus.FAILED if status == JobStatus.FAILED else FileStatus.CANCELLED
+        if record.type in UNMERGED_FILE_TYPES:
+            # Never released to merge jobs, so not a failed merge input: counting it would make the
+            # merge master look complete while released files still wait in `merging`.
+            return FileUpdate(**common, status=new.value)
         return FileUpdate(**common, status=new.value, delta=DatasetDelta(record.dataset_id, n_files_failed=1))
     if output.no_output:
         return FileUpdate(**common, status=FileStatus.NOOUTPUT.value)

@@ -116,3 +116,27 @@ def test_a_throttled_queue_still_gets_merge_jobs(cli, store, tmp_path):
     report = cli.json("generate", "--seed", "2", db=store, env=throttled)
     merges = [j for j in run_sql(store, _jobs) if j["kind"] == "merge"]
     assert merges and report["jobs"] == len(merges) == 2  # ten unmerged files: two full merges of four
+
+
+def test_a_failed_producer_does_not_let_the_task_end_before_every_unmerged_file_is_merged(cli, store, tmp_path):
+    task_id = _task(cli, store, tmp_path)
+    cli("generate", "--seed", "1", db=store)
+    pre = _dispatch_all(cli, store)
+    # Five producers fail once (their unmerged outputs were never released) and are retried.
+    _report(cli, store, *[_failed(job, source="trans", code=1, diag="segfault") for job in pre[:5]],
+            *[_finished(job) for job in pre[5:]])
+    for round_nr in range(2, 12):
+        cli("generate", "--seed", str(round_nr), db=store)
+        jobs_out = _dispatch_all(cli, store)
+        if not jobs_out:
+            break
+        _report(cli, store, *[_finished(job) for job in jobs_out])
+        cli("finalize", db=store)
+    waiting = run_sql(store, lambda conn: [f for f in _by_type(conn, "trn_log") if f["status"] == "merging"])
+    assert waiting == []
+    log_master = run_sql(store, lambda conn: conn.execute(select(datasets).where(datasets.c.task_id == task_id,
+                                                                                 datasets.c.type == "trn_log")).one())
+    assert (log_master.n_files_to_be_used, log_master.n_files_finished, log_master.n_files_failed) == (25, 25, 0)
+    cli("finalize", db=store)
+    assert cli.json("task", "show", str(task_id), db=store)["status"] == "done"
+    assert run_sql(store, check_all) == []

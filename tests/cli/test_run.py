@@ -67,6 +67,14 @@ def test_metrics_file_is_prometheus_text_and_keeps_other_agents_series(cli, stor
     assert not list(tmp_path.glob(".jedictl-metrics.*"))  # no temporary file left behind
 
 
+def test_quiet_runs_print_nothing_unless_something_went_wrong(cli, store, tmp_path):
+    _submit(cli, store, tmp_path)
+    cli("run", "--seed", "1", db=store)
+    cli("simulate", "--seed", "1", "--failure-rate", "0", db=store)
+    result = cli("run", "-q", "--seed", "2", db=store)  # tasks move on (scouted, done ...): routine, not news
+    assert result.stdout == "" and result.stderr == ""
+
+
 def test_json_log_lines_one_per_pass(cli, store, tmp_path):
     _submit(cli, store, tmp_path)
     result = cli("run", "--log-format", "json", db=store)
@@ -74,6 +82,19 @@ def test_json_log_lines_one_per_pass(cli, store, tmp_path):
     assert [line["pass"] for line in lines] == AGENTS
     assert all(line["event"] == "pass" and line["level"] == "info" and line["ts"].endswith("Z") for line in lines)
     assert lines[0]["defined"] == 2 and isinstance(lines[0]["duration_s"], float)
+
+
+def test_log_format_and_metrics_file_come_from_the_environment_too(cli, store, tmp_path):
+    """JEDICTL_LOG_FORMAT and JEDICTL_METRICS_FILE, as operations.md and `run --help` promise (they were
+    once ignored: only JEDICTL_X__Y names and four top-level ones were read)."""
+    _submit(cli, store, tmp_path)
+    path = tmp_path / "from-env.prom"
+    result = cli("watch", db=store, env={"JEDICTL_LOG_FORMAT": "json", "JEDICTL_METRICS_FILE": str(path)})
+    assert json.loads(result.stderr.splitlines()[0])["pass"] == "watch"
+    assert 'jedictl_pass_duration_seconds{agent="watch"}' in path.read_text()
+    shown = {row["key"]: row for row in cli.json("config", "show", env={"JEDICTL_LOG_FORMAT": "json", "JEDICTL_METRICS_FILE": "123"})}
+    assert (shown["log_format"]["value"], shown["log_format"]["source"]) == ("json", "env JEDICTL_LOG_FORMAT")
+    assert shown["metrics_file"]["value"] == "123"  # a path is text, never parsed as a number
 
 
 def test_two_cron_processes_run_the_pipeline_until_every_task_is_final(cli, store, tmp_path):
