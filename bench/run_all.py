@@ -95,39 +95,50 @@ class Row:
         return dict(vars(self))
 
 
-def workloads(backend: str, scale: float, workdir: Path) -> Iterator[Row]:
-    """Each workload at one scale, yielded as soon as it is measured."""
+NAMES = ("feed", "generate", "report", "finalize", "brokerage", "e2e")
+
+
+def workloads(backend: str, scale: float, workdir: Path, chosen: tuple[str, ...] = NAMES) -> Iterator[Row]:
+    """Each chosen workload at one scale, yielded as soon as it is measured (finalize includes
+    queue-shares, which runs on the same store)."""
+    sqlite = backend == "sqlite"
     n = int(1_000_000 * scale)
-    result = feed.run(backend, n, workdir)
-    yield (Row("feed", backend, scale, n, "files", result["feed_s"], result["peak_rss_mb"], "insert", n,
-                    "SQLite < 30 s at x1, < 1 GB" if backend == "sqlite" else "< 1 GB",
-                    result["peak_rss_mb"] < 1024 and (backend != "sqlite" or scale < 1 or result["feed_s"] < 30)))
-    result = generate.run(backend, n, workdir)
-    yield (Row("generate", backend, scale, result["jobs"], "jobs", result["generate_s"], result["peak_rss_mb"], "insert",
-                    result["rows_written"], "SQLite < 60 s at x1, < 1.5 GB" if backend == "sqlite" else "< 1.5 GB",
-                    result["peak_rss_mb"] < 1536 and (backend != "sqlite" or scale < 1 or result["generate_s"] < 60)))
-    n_jobs = int(100_000 * scale)
-    result = report.run(backend, n_jobs, workdir)
-    yield (Row("ingest reports", backend, scale, n_jobs, "reports", result["report_s"], result["report_peak_mb"], "update", n_jobs,
-                    ">= 2,000/s on SQLite" if backend == "sqlite" else "-",
-                    (n_jobs / result["report_s"] >= 2000) if backend == "sqlite" else None, f"check {result['check']}"))
-    n_tasks = int(10_000 * scale)
-    result = lifecycle.finalize_run(backend, n_tasks, workdir)
-    yield (Row("finalize", backend, scale, n_tasks, "tasks", result["finalize_s"], result["finalize_peak_mb"], "update", n_tasks,
-                    "< 300 s at x1 (JEDI: 50 tasks per 60 s cycle)", result["finalize_s"] < 300))
-    yield (Row("queue-shares", backend, scale, n_tasks, "active tasks", result["queue_shares_s"], result["queue_shares_peak_mb"], None,
-                    None, "< 5 s", result["queue_shares_s"] < 5))
-    if backend == "sqlite":  # brokerage is computed in memory; its store is always a SQLite file
+    if "feed" in chosen:
+        result = feed.run(backend, n, workdir)
+        yield Row("feed", backend, scale, n, "files", result["feed_s"], result["peak_rss_mb"], "insert", n,
+                  "SQLite < 30 s at x1, < 1 GB" if sqlite else "< 1 GB",
+                  result["peak_rss_mb"] < 1024 and (not sqlite or scale < 1 or result["feed_s"] < 30))
+    if "generate" in chosen:
+        result = generate.run(backend, n, workdir)
+        yield Row("generate", backend, scale, result["jobs"], "jobs", result["generate_s"], result["peak_rss_mb"], "insert",
+                  result["rows_written"], "SQLite < 60 s at x1, < 1.5 GB" if sqlite else "< 1.5 GB",
+                  result["peak_rss_mb"] < 1536 and (not sqlite or scale < 1 or result["generate_s"] < 60))
+    if "report" in chosen:
+        n_jobs = int(100_000 * scale)
+        result = report.run(backend, n_jobs, workdir)
+        yield Row("ingest reports", backend, scale, n_jobs, "reports", result["report_s"], result["report_peak_mb"], "update", n_jobs,
+                  ">= 2,000/s on SQLite" if sqlite else "-", (n_jobs / result["report_s"] >= 2000) if sqlite else None,
+                  f"check {result['check']}")
+    if "finalize" in chosen:
+        n_tasks = int(10_000 * scale)
+        result = lifecycle.finalize_run(backend, n_tasks, workdir)
+        yield Row("finalize", backend, scale, n_tasks, "tasks", result["finalize_s"], result["finalize_peak_mb"], "update", n_tasks,
+                  "< 300 s at x1 (JEDI: 50 tasks per 60 s cycle)", result["finalize_s"] < 300)
+        yield Row("queue-shares", backend, scale, n_tasks, "active tasks", result["queue_shares_s"], result["queue_shares_peak_mb"], None,
+                  None, "< 5 s", result["queue_shares_s"] < 5)
+    if "brokerage" in chosen and sqlite:  # brokerage is computed in memory; its store is always a SQLite file
         n_sites = int(2000 * scale)
         result = brokerage_run(n_sites)
-        yield (Row("brokerage", "memory", scale, n_sites, "sites", result["job_brokerage_with_loading_s"], None, None, None,
-                        "< 1 s per decision", result["job_brokerage_with_loading_s"] < 1,
-                        f"decision {result['job_brokerage_s']} s, task brokerage {result['task_brokerage_s']} s"))
-    n_tasks = max(1, int(100 * scale))
-    result = lifecycle.e2e_run(backend, n_tasks, 1000, workdir)
-    yield (Row("end to end", backend, scale, n_tasks * 1000, "files", result["e2e_s"], result["peak_mb"], "insert", n_tasks * 1000,
-                    "every task final, counters consistent", result["final"].split("/")[0] == result["final"].split("/")[1] and result["consistent"],
-                    f"{n_tasks} tasks, {result['rounds']} rounds"))
+        yield Row("brokerage", "memory", scale, n_sites, "sites", result["job_brokerage_with_loading_s"], None, None, None,
+                  "< 1 s per decision", result["job_brokerage_with_loading_s"] < 1,
+                  f"decision {result['job_brokerage_s']} s, task brokerage {result['task_brokerage_s']} s")
+    if "e2e" in chosen:
+        n_tasks = max(1, int(100 * scale))
+        result = lifecycle.e2e_run(backend, n_tasks, 1000, workdir)
+        final, total = result["final"].split("/")
+        yield Row("end to end", backend, scale, n_tasks * 1000, "files", result["e2e_s"], result["peak_mb"], "insert", n_tasks * 1000,
+                  "every task final, counters consistent", final == total and result["consistent"],
+                  f"{n_tasks} tasks, {result['rounds']} rounds")
 
 
 def table(rows: list[Row], raw: dict[str, dict[str, float]]) -> str:
@@ -157,6 +168,7 @@ def main() -> None:
     parser.add_argument("--backend", choices=["sqlite", "postgresql", "both"], default="both")
     parser.add_argument("--scales", default="0.1,1")
     parser.add_argument("--json", metavar="FILE", help="also write every figure as JSON here")
+    parser.add_argument("--workloads", default=",".join(NAMES), help=f"comma list of {', '.join(NAMES)}")
     args = parser.parse_args()
     scales = sorted(float(s) for s in args.scales.split(","))
     backends = ["sqlite", "postgresql"] if args.backend == "both" else [args.backend]
@@ -169,7 +181,7 @@ def main() -> None:
             print(f"{backend}: raw executemany insert {raw[backend]['insert']:,.0f} rows/s, update {raw[backend]['update']:,.0f} rows/s",
                   flush=True)
             for scale in scales:
-                for row in workloads(backend, scale, Path(tmp)):
+                for row in workloads(backend, scale, Path(tmp), tuple(args.workloads.split(","))):
                     print(f"  x{row.scale:g} {row.name:15s} {row.objects:>9,} {row.unit:<12s} {row.seconds:8.2f} s  peak {row.peak_mb} MB",
                           flush=True)
                     rows.append(row)
