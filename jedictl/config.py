@@ -347,7 +347,7 @@ def load_settings(
         key = _env_key(name)
         if key is None:
             continue
-        merged[key] = yaml.safe_load(text) if key not in ("db", "now") else text
+        merged[key] = yaml.safe_load(text) if key not in _TEXT_ENV_KEYS else text
         sources[key] = f"env {name}"
 
     for key, value in flags.items():
@@ -379,7 +379,10 @@ def describe(loaded: LoadedSettings) -> list[dict[str, Any]]:
     return rows
 
 
-_TOP_LEVEL_ENV = {ENV_DB: "db", ENV_OUTPUT: "output", ENV_VERBOSE: "verbose", ENV_NOW: "now"}
+_TOP_LEVEL_ENV = {ENV_DB: "db", ENV_OUTPUT: "output", ENV_VERBOSE: "verbose", ENV_NOW: "now",
+                  "JEDICTL_LOG_FORMAT": "log_format", "JEDICTL_METRICS_FILE": "metrics_file"}
+#: Taken as written, never parsed as YAML (a path or URL is text, whatever it looks like).
+_TEXT_ENV_KEYS = ("db", "now", "log_format", "metrics_file")
 
 
 def _env_key(name: str) -> str | None:

@@ -15,7 +15,10 @@ def check(
 ) -> None:
     """Check that dataset counters agree with the file records and that no final task is leased.
 
-    Exit 0 when the store is consistent, 1 when a violation was found (each is printed).
+    Also that no input file is in two live jobs, that the retry history fits the jobs it links, that
+    every running input record belongs to a live job reading it (nothing lost) and that no record was
+    finished by two jobs (nothing done twice). Exit 0 when the store is consistent, 1 when a
+    violation was found (each is printed).
     """
     app = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
     from jedictl.store.invariants import check_all

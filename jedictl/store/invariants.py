@@ -6,6 +6,9 @@ Each check returns human-readable violations; an empty list means the store is c
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Any
+
 from sqlalchemy import Connection, case, func, select
 
 from jedictl.model import FileStatus
@@ -86,8 +89,134 @@ def files_in_one_live_job(conn: Connection) -> list[str]:
     return [f"file {file_id} is in {n} live jobs" for file_id, n in rows]
 
 
-CHECKS = (dataset_counters, leases_of_final_tasks, files_in_one_live_job)
+def retry_history(conn: Connection) -> list[str]:
+    """Every `job_retry_history` row links two jobs of its task: the old one final and older (a lower
+    id: ids are drawn in creation order) than the new one, the relation `retry` or `merge`. A retry's
+    new job took one of the old job's input records; a merge job reads an unmerged file the old job
+    produced."""
+    from sqlalchemy import and_, exists, literal, or_
+
+    from jedictl.model import JOB_FINAL
+    from jedictl.store.schema import job_files, job_retry_history, jobs
+
+    history = job_retry_history.c
+    old, new = jobs.alias("old_job"), jobs.alias("new_job")
+    taken, earlier = job_files.alias("taken"), job_files.alias("earlier")
+    took_its_record = exists(select(literal(1)).select_from(taken.join(earlier, earlier.c.file_id == taken.c.file_id)).where(
+        taken.c.job_id == history.new_job_id, taken.c.type.in_(INPUT_TYPES),
+        earlier.c.job_id == history.old_job_id, earlier.c.type.in_(INPUT_TYPES)))
+    reads_its_output = exists(select(literal(1)).select_from(taken.join(files, files.c.id == taken.c.file_id)).where(
+        taken.c.job_id == history.new_job_id, taken.c.type == "input",
+        or_(files.c.boundary_id == history.old_job_id, files.c.out_job_id == history.old_job_id)))
+    rows = conn.execute(
+        select(history.id, history.task_id, history.old_job_id, history.new_job_id, history.relation_type,
+               old.c.id.label("old_found"), old.c.task_id.label("old_task"), old.c.status.label("old_status"),
+               new.c.id.label("new_found"), new.c.task_id.label("new_task"), new.c.kind.label("new_kind"),
+               case((history.relation_type == "retry", took_its_record), (history.relation_type == "merge", reads_its_output),
+                    else_=literal(False)).label("linked"))
+        .outerjoin(old, old.c.id == history.old_job_id).outerjoin(new, new.c.id == history.new_job_id)
+        .where(or_(history.relation_type.notin_(("retry", "merge")), old.c.id.is_(None), new.c.id.is_(None),
+                   old.c.task_id != history.task_id, new.c.task_id != history.task_id,
+                   old.c.status.notin_([s.value for s in JOB_FINAL]), history.old_job_id >= history.new_job_id,
+                   and_(history.relation_type == "retry", new.c.kind != "normal"),
+                   and_(history.relation_type == "merge", new.c.kind != "merge"),
+                   and_(history.relation_type == "retry", ~took_its_record),
+                   and_(history.relation_type == "merge", ~reads_its_output)))
+        .order_by(history.id)
+    )
+    problems = []
+    for row in rows:
+        where = f"retry history {row.id} ({row.relation_type} {row.old_job_id} -> {row.new_job_id}, task {row.task_id})"
+        if row.relation_type not in ("retry", "merge"):
+            problems.append(f"{where}: unknown relation {row.relation_type!r}")
+        if row.old_found is None or row.new_found is None:
+            problems.append(f"{where}: job {row.old_job_id if row.old_found is None else row.new_job_id} does not exist")
+            continue
+        if row.task_id not in (row.old_task, row.new_task) or row.old_task != row.new_task:
+            problems.append(f"{where}: jobs of tasks {row.old_task} and {row.new_task}")
+        if row.old_status not in {s.value for s in JOB_FINAL}:
+            problems.append(f"{where}: old job is still {row.old_status}")
+        if row.old_job_id >= row.new_job_id:
+            problems.append(f"{where}: old job is not older than the new one")
+        if (row.relation_type, row.new_kind) in (("retry", "merge"), ("merge", "normal")):
+            problems.append(f"{where}: new job is a {row.new_kind} job")
+        if row.relation_type in ("retry", "merge") and not row.linked:
+            problems.append(f"{where}: " + ("new job took none of the old job's input records" if row.relation_type == "retry"
+                                            else "merge job reads no file the old job produced"))
+    return problems
+
+
+def _master_records() -> Any:
+    """Tracked records of master input datasets (what jobs are split over)."""
+    return select(files.c.id).join(datasets, datasets.c.id == files.c.dataset_id).where(
+        datasets.c.type.in_(INPUT_TYPES), datasets.c.master_id.is_(None), files.c.keep_track.is_(True))
+
+
+def records_of_live_jobs(conn: Connection) -> list[str]:
+    """Nothing is lost: a master input record that is `running` belongs to a live job that reads it, and
+    every master input record a live job reads is `running` for that job. (A record left running by a
+    job that ended would never be processed; a record back in the pool while its job lives would be
+    processed twice.)"""
+    from sqlalchemy import and_, exists, literal
+
+    from jedictl.model import JOB_FINAL
+    from jedictl.store.schema import job_files, jobs
+
+    final = [s.value for s in JOB_FINAL]
+    masters = _master_records().subquery()
+    reads = exists(select(literal(1)).select_from(job_files).where(job_files.c.job_id == files.c.job_id, job_files.c.file_id == files.c.id))
+    orphans = conn.execute(
+        select(files.c.id, files.c.task_id, files.c.job_id, jobs.c.status)
+        .join(masters, masters.c.id == files.c.id).outerjoin(jobs, jobs.c.id == files.c.job_id)
+        .where(files.c.status == FileStatus.RUNNING.value, (jobs.c.id.is_(None)) | jobs.c.status.in_(final) | ~reads)
+        .order_by(files.c.id))
+    problems = [f"task {r.task_id} record {r.id} is running but job {r.job_id} " + (
+        "does not exist" if r.status is None else f"is {r.status}" if r.status in final else "does not read it") for r in orphans]
+    strays = conn.execute(
+        select(job_files.c.job_id, jobs.c.status.label("job_status"), files.c.id, files.c.task_id, files.c.status, files.c.job_id.label("holder"))
+        .join(jobs, jobs.c.id == job_files.c.job_id).join(masters, masters.c.id == job_files.c.file_id).join(files, files.c.id == job_files.c.file_id)
+        .where(jobs.c.kind == "normal", jobs.c.status.notin_(final), job_files.c.type.in_(INPUT_TYPES),
+               ~and_(files.c.status == FileStatus.RUNNING.value, files.c.job_id == job_files.c.job_id))
+        .order_by(job_files.c.job_id, files.c.id))
+    problems += [f"task {r.task_id} record {r.id} is {r.status} for job {r.holder} but live job {r.job_id} ({r.job_status}) reads it"
+                 for r in strays]
+    return problems
+
+
+def work_done_once(conn: Connection) -> list[str]:
+    """Nothing is done twice: no master input record is in two finished jobs, and a finished record
+    is in exactly one."""
+    from jedictl.model import JobStatus
+    from jedictl.store.schema import job_files, jobs
+
+    masters = _master_records().subquery()
+    finished_jobs = (select(job_files.c.file_id, func.count(func.distinct(job_files.c.job_id)).label("n"))
+                     .join(jobs, jobs.c.id == job_files.c.job_id).join(masters, masters.c.id == job_files.c.file_id)
+                     .where(jobs.c.status == JobStatus.FINISHED.value, jobs.c.kind == "normal", job_files.c.type.in_(INPUT_TYPES))
+                     .group_by(job_files.c.file_id).subquery())
+    rows = conn.execute(
+        select(files.c.id, files.c.task_id, files.c.status, func.coalesce(finished_jobs.c.n, 0).label("n"))
+        .join(masters, masters.c.id == files.c.id).outerjoin(finished_jobs, finished_jobs.c.file_id == files.c.id)
+        .where((func.coalesce(finished_jobs.c.n, 0) > 1) | ((files.c.status == FileStatus.FINISHED.value) & (func.coalesce(finished_jobs.c.n, 0) != 1)))
+        .order_by(files.c.id))
+    return [f"task {r.task_id} record {r.id} ({r.status}) is in {r.n} finished jobs" for r in rows]
+
+
+CHECKS = (dataset_counters, leases_of_final_tasks, files_in_one_live_job, retry_history, records_of_live_jobs, work_done_once)
 
 
 def check_all(conn: Connection) -> list[str]:
     return [problem for check in CHECKS for problem in check(conn)]
+
+
+def leases_after_watch(conn: Connection, watched_at: datetime) -> list[str]:
+    """After a watch pass at `watched_at`, no task holds a lease that had expired by then: the holder
+    is dead (or hung) and the watchdog releases such leases. With `watched_at` past every lease's
+    expiry, this says no task holds a lease at all. Not part of `check_all`: between watch passes an
+    expired lease is normal."""
+    rows = conn.execute(select(tasks.c.id, tasks.c.status, tasks.c.lease_owner, tasks.c.lease_expires_at)
+                        .where(tasks.c.lease_owner.is_not(None),
+                               (tasks.c.lease_expires_at.is_(None)) | (tasks.c.lease_expires_at <= watched_at))
+                        .order_by(tasks.c.id))
+    return [f"task {r.id} ({r.status}) still leased by {r.lease_owner}, expired {r.lease_expires_at}, after a watch pass at {watched_at}"
+            for r in rows]
