@@ -10,6 +10,16 @@ from dataclasses import dataclass
 from datetime import datetime, UTC
 
 
+#: Times a clock may be set to, and times executors may report: agents add and subtract days and years
+#: from them, which near datetime's own limits (years 1 and 9999) overflows.
+EARLIEST = datetime(1970, 1, 1)
+LATEST = datetime(9000, 1, 1)
+
+
+def in_range(moment: datetime) -> bool:
+    return EARLIEST <= moment < LATEST
+
+
 def utcnow() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
 
@@ -18,7 +28,10 @@ def parse_time(text: str) -> datetime:
     """Parse an ISO-8601 time; an offset is converted to UTC, a naive time is taken as UTC."""
     moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     if moment.tzinfo is not None:
-        moment = moment.astimezone(UTC).replace(tzinfo=None)
+        try:
+            moment = moment.astimezone(UTC).replace(tzinfo=None)
+        except OverflowError as exc:  # 0001-01-01T00:00+01:00 is before the first representable time
+            raise ValueError(f"{text.strip()!r} is out of range") from exc
     return moment
 
 

@@ -203,7 +203,9 @@ class JobTimeoutSettings:
 @dataclass(frozen=True)
 class FinalizeSettings:
     limit: int = _s(50, "tasks finalized per pass", "postprocessor nTasks")
-    claim_batch: int = _s(10, "tasks claimed at a time within a pass", "")
+    # The candidate query looks at every task (scout counts, phase complete): claiming ten at a time made
+    # a pass over 10,000 tasks grow with their square (bench/run_all.py: 249 s, x21 for x10 tasks).
+    claim_batch: int = _s(50, "tasks claimed at a time within a pass", "postprocessor nTasks")
     max_scout_jobs: int = _s(1000, "finished jobs sampled for scout statistics", "getScoutJobData: 1000 jobs")
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 
-_PASSWORD_IN_URL = re.compile(r"(://[^:/@\s]+:)([^@\s]*)(@)")
+# user:password@ after the scheme; the user may be empty (`://:secret@host`) and a password that holds
+# an unescaped @ is masked up to the last @ before the path (`://u:se@cret@host/db`).
+_PASSWORD_IN_URL = re.compile(r"(://[^:/@\s]*:)([^\s/]*)(@)")
 _PASSWORD_PARAM = re.compile(r"(?i)\b(password|passwd|pwd)=([^&\s]+)")
 
 

@@ -100,15 +100,20 @@ class AppContext:
 
     @property
     def clock(self) -> "Clock":
-        from jedictl.clock import Clock, parse_time
+        from jedictl.clock import EARLIEST, LATEST, Clock, in_range, parse_time
 
         if self.settings.now:
             try:
-                return Clock(parse_time(self.settings.now))
+                moment = parse_time(self.settings.now)
             except ValueError as exc:
                 from jedictl.errors import BadInput
 
                 raise BadInput(f"{self.settings.now!r} is not an ISO-8601 time", "--now") from exc
+            if not in_range(moment):
+                from jedictl.errors import BadInput
+
+                raise BadInput(f"must lie between {EARLIEST:%Y-%m-%d} and {LATEST:%Y-%m-%d}", "--now")
+            return Clock(moment)
         return Clock()
 
     def store(self, check_schema: bool = True) -> "Store":
@@ -145,6 +150,7 @@ def context(
 ) -> AppContext:
     """Merge the global options given before and after the command and load the settings."""
     root = _root_options(ctx)
+    _check_integers(ctx)
     total_verbose = root.verbose + verbose
     quiet = root.quiet or quiet
     flags = {
@@ -159,6 +165,23 @@ def context(
     app = AppContext(loaded=loaded, quiet=quiet)
     ctx.call_on_close(app.close)
     return app
+
+
+#: No id, count, code or limit beyond the store's widest integer column (BIGINT) can name or bound anything.
+INT64_MAX = 2**63 - 1
+
+
+def _check_integers(ctx: typer.Context) -> None:
+    """Every integer on the command line fits a BIGINT: a larger one is bad input, not a driver's overflow."""
+    from jedictl.errors import BadInput
+
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name or "")
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(item, int) and not isinstance(item, bool) and not -INT64_MAX <= item <= INT64_MAX:
+                opts = [opt for opt in param.opts if opt.startswith("--")]
+                name = opts[0] if opts else (getattr(param, "metavar", None) or (param.name or "").upper()).strip("[]{}. ")
+                raise BadInput(f"must be between -{INT64_MAX} and {INT64_MAX}", name)
 
 
 def _root_options(ctx: typer.Context) -> RootOptions:
@@ -200,7 +223,7 @@ def handle_errors(func: F) -> F:
         except JedictlError as exc:
             if _Funnel.verbose >= 2:
                 traceback.print_exc(file=sys.stderr)
-            typer.echo(f"jedictl: error: {exc}", err=True)
+            typer.echo(f"jedictl: error: {one_line(str(exc))}", err=True)
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt:
             typer.echo("jedictl: interrupted", err=True)
@@ -214,11 +237,23 @@ def handle_errors(func: F) -> F:
         except Exception as exc:  # noqa: BLE001 - the funnel is the last line of defence
             if _Funnel.verbose >= 2:
                 traceback.print_exc(file=sys.stderr)
-            message = mask_url(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+            message = one_line(mask_url(str(exc).splitlines()[0] if str(exc) else type(exc).__name__))
             typer.echo(f"jedictl: internal error: {type(exc).__name__}: {message} (run with -vv for the traceback)", err=True)
             raise typer.Exit(1) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def one_line(message: str) -> str:
+    """`message` with line breaks and other control characters written as escapes (`\\n`, `\\x1b`): an
+    error names what the user gave, and what the user gave must not break the one line or drive the terminal."""
+    return "".join(char.encode("unicode_escape").decode("ascii") if _breaks_line(char) else char for char in message)
+
+
+def _breaks_line(char: str) -> bool:
+    import unicodedata
+
+    return unicodedata.category(char) in ("Cc", "Zl", "Zp")
 
 
 def read_source(source: str) -> tuple[str, str]:

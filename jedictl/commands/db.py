@@ -76,12 +76,10 @@ def current(
 
 def _existing_revision(url: str, busy_timeout_s: float, must_exist: bool = False) -> str | None:
     """The revision of the store at `url`, None when it does not exist yet (or is empty)."""
-    from sqlalchemy import make_url
-
     from jedictl.errors import StoreUnavailable
-    from jedictl.store.database import Store, create_store_engine, current_revision, sqlite_path
+    from jedictl.store.database import Store, create_store_engine, current_revision, parse_store_url, sqlite_path
 
-    path = sqlite_path(make_url(url))
+    path = sqlite_path(parse_store_url(url))
     if path is not None and not path.exists():
         if must_exist:
             raise StoreUnavailable(f"store {path} does not exist; run `jedictl db init` to create it")

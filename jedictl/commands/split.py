@@ -31,19 +31,14 @@ def split(
     Nothing is stored; the store is never opened.
     """
     app = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
-    import json
-
+    from jedictl.engine.documents import parse_json
     from jedictl.engine.splitters.contract import job_rows, jobs_document, parse_fileset
     from jedictl.engine.splitters.jedi_limits import SplitDefaults
     from jedictl.engine.splitters.registry import split_fileset
-    from jedictl.errors import BadInput
 
     params = _parse_params(param or [])
     text, name = read_source(source)
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise BadInput(f"is not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})", name) from None
+    document = parse_json(text, name)
     fileset = parse_fileset(document)
     moment = app.clock.now()
     jobs = split_fileset(algorithm, fileset, params, now=_epoch(moment), defaults=SplitDefaults.from_settings(app.settings))

@@ -158,7 +158,7 @@ def parse_dataset(raw: Any, path: str, known_endpoints: set[str]) -> DatasetImpo
                 raise BadInput(f"{lfn!r} is not a file of this dataset", f"{where}.files[{position}]")
         replicas.append((endpoint, complete, tuple(present) if not complete else None))
     return DatasetImport(name=name, scope=fields.text(body.get("scope"), f"{path}.scope", max_length=64), state=state,
-                         files=files, replicas=replicas, attributes=fields.mapping(body.get("attributes"), f"{path}.attributes"))
+                         files=files, replicas=replicas, attributes=fields.free_form(body.get("attributes"), f"{path}.attributes"))
 
 
 def parse_files(raw: Any, path: str) -> list[CatalogFile]:

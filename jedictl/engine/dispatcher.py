@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import Any, Mapping, Sequence
 
 from jedictl.config import Settings
-from jedictl.engine import queue_shares, share_definitions, share_math, shares
+from jedictl.engine import fields, queue_shares, share_definitions, share_math, shares
 from jedictl.errors import BadInput, NotFound
 from jedictl.model import DatasetType
 from jedictl.store import dispatch as dispatch_store
@@ -55,6 +55,8 @@ class DispatchFilters:
             value = getattr(self, name)
             if value is not None and value < 0:
                 raise BadInput("must not be negative", flag)
+            if value is not None and value > fields.INT32_MAX:  # compared with INTEGER columns
+                raise BadInput(f"must be at most {fields.INT32_MAX}", flag)
 
     @property
     def prod_source_labels(self) -> tuple[str, ...] | None:

@@ -11,8 +11,9 @@ text is tokenised and parsed into a tree that can only compare task attributes w
                | IS [NOT] NULL
     value := 'string' | "string" | number | :bind
 
-`LIKE` has SQL semantics (`%` any run, `_` one character, `\\` escapes), compiled to an anchored regex with every
-other character escaped. Attribute names are checked against a known list at parse time; a missing
+`LIKE` has SQL semantics (`%` any run, `_` one character, `\\` escapes), matched by a wildcard matcher
+whose time grows with pattern x value length at worst -- never a regex, whose backtracking a pattern like
+`%a%a%a%a%b` makes exponential. Parentheses and NOTs nest at most MAX_DEPTH deep. Attribute names are checked against a known list at parse time; a missing
 attribute behaves like SQL NULL (every comparison false, IS NULL true). Bind variables (`:p1`) take
 their values from the queue's `variables` (JEDI's `p1:evgen,p2:simul`).
 """
@@ -23,6 +24,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence, Union
 
+from jedictl.engine import fields
 from jedictl.errors import BadInput
 
 #: Task attributes a criterion may use (JEDI's set plus a few more), matched case-insensitively.
@@ -60,10 +62,16 @@ class InList:
     negated: bool
 
 
+#: How deeply parentheses and NOTs may nest (the parser is recursive).
+MAX_DEPTH = 50
+#: LIKE pattern tokens besides literal characters.
+ANY_RUN, ONE_CHAR = object(), object()
+
+
 @dataclass(frozen=True)
 class Like:
     attribute: str
-    pattern: re.Pattern[str]
+    pattern: tuple[Any, ...]  # literal characters, ANY_RUN (%) and ONE_CHAR (_)
     negated: bool
 
 
@@ -110,9 +118,19 @@ def parse_variables(variables: Mapping[str, Any] | str | None, path: str = "vari
     if variables is None or variables == "":
         return {}
     if isinstance(variables, Mapping):
-        return {str(k).lstrip(":"): v for k, v in variables.items()}
+        values = {}
+        for key, value in variables.items():
+            name = str(key).lstrip(":")
+            if isinstance(value, str):
+                fields.text(value, f"{path}.{name}")
+            elif isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise BadInput("must be a string or a number", f"{path}.{name}")
+            else:
+                fields.number(value, f"{path}.{name}")  # finite
+            values[name] = value
+        return values
     result: dict[str, Any] = {}
-    for item in str(variables).split(","):
+    for item in fields.text(variables, path, max_length=4096).split(","):  # type: ignore[union-attr]
         name, sep, value = item.partition(":")
         if not sep or not name.strip():
             raise BadInput(f"{item!r} is not name:value", path)
@@ -137,7 +155,7 @@ def evaluate(node: Node, attributes: Mapping[str, Any]) -> bool:
     if isinstance(node, InList):
         return any(_equal(value, item) for item in node.values) != node.negated
     if isinstance(node, Like):
-        return bool(node.pattern.fullmatch(str(value))) != node.negated
+        return like_match(node.pattern, str(value)) != node.negated
     return _compare(value, node.op, node.value)
 
 
@@ -169,16 +187,41 @@ def _as_number(value: Any) -> float | None:
     return None
 
 
-def like_to_regex(pattern: str) -> re.Pattern[str]:
-    """SQL LIKE as an anchored regex; a backslash makes the next character literal (PostgreSQL's escape)."""
-    parts = []
+def like_tokens(pattern: str) -> tuple[Any, ...]:
+    """SQL LIKE as tokens; a backslash makes the next character literal (PostgreSQL's escape)."""
+    tokens: list[Any] = []
     chars = iter(pattern)
     for char in chars:
         if char == "\\":
-            parts.append(re.escape(next(chars, "\\")))
+            tokens.append(next(chars, "\\"))
+        elif char == "%":
+            if not tokens or tokens[-1] is not ANY_RUN:  # %% is %
+                tokens.append(ANY_RUN)
         else:
-            parts.append(".*" if char == "%" else "." if char == "_" else re.escape(char))
-    return re.compile("".join(parts), re.DOTALL)
+            tokens.append(ONE_CHAR if char == "_" else char)
+    return tuple(tokens)
+
+
+def like_match(tokens: Sequence[Any], value: str) -> bool:
+    """Does `value` match the LIKE tokens whole? Greedy, going back only to the last %: at most
+    len(tokens) x len(value) steps."""
+    position = index = 0
+    star, star_position = -1, 0
+    while position < len(value):
+        if index < len(tokens) and tokens[index] is not ANY_RUN and (tokens[index] is ONE_CHAR or tokens[index] == value[position]):
+            index += 1
+            position += 1
+        elif index < len(tokens) and tokens[index] is ANY_RUN:
+            star, star_position = index, position
+            index += 1
+        elif star >= 0:  # let the last % take one more character and retry from there
+            star_position += 1
+            index, position = star + 1, star_position
+        else:
+            return False
+    while index < len(tokens) and tokens[index] is ANY_RUN:
+        index += 1
+    return index == len(tokens)
 
 
 def _tokenize(text: str, path: str) -> list[tuple[str, str]]:
@@ -204,6 +247,7 @@ class _Parser:
         self.binds = binds
         self.path = path
         self.position = 0
+        self.depth = 0
 
     def _peek(self) -> tuple[str, str] | None:
         return self.tokens[self.position] if self.position < len(self.tokens) else None
@@ -243,9 +287,9 @@ class _Parser:
 
     def factor(self) -> Node:
         if self._accept("keyword", "NOT"):
-            return Not(self.factor())
+            return Not(self._nested(self.factor))
         if self._accept("op", "("):
-            node = self.expression()
+            node = self._nested(self.expression)
             self._expect("op", ")")
             return node
         kind, word = self._take()
@@ -255,6 +299,15 @@ class _Parser:
         if attribute is None:
             raise BadInput(f"unknown attribute {word!r} (known: {', '.join(KNOWN_ATTRIBUTES)})", self.path)
         return self.predicate(attribute)
+
+    def _nested(self, parse: Any) -> Node:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise BadInput(f"nests parentheses and NOTs more than {MAX_DEPTH} deep", self.path)
+        try:
+            return parse()
+        finally:
+            self.depth -= 1
 
     def predicate(self, attribute: str) -> Node:
         if self._accept("keyword", "IS"):
@@ -270,7 +323,7 @@ class _Parser:
             self._expect("op", ")")
             return InList(attribute, tuple(values), negated)
         if self._accept("keyword", "LIKE"):
-            return Like(attribute, like_to_regex(str(self.value())), negated)
+            return Like(attribute, like_tokens(str(self.value())), negated)
         if negated:
             raise BadInput("NOT must be followed by IN or LIKE here", self.path)
         kind, op = self._take()

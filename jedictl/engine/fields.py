@@ -2,12 +2,31 @@
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
 from jedictl.errors import BadInput
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f]")  # control characters but tab and newline
+#: The store's widest integer column (BIGINT); a larger value is refused here, not by the driver.
+INT64_MAX = 2**63 - 1
+#: An INTEGER column (PostgreSQL's int4): the bound for values stored in one.
+INT32_MAX = 2**31 - 1
+#: How deeply a free-form value (attributes, kept keys) may nest.
+MAX_DEPTH = 32
+
+
+def unicode_error(value: str) -> str | None:
+    """Why `value` cannot be stored as text (a NUL or a lone surrogate), or None."""
+    if "\x00" in value:
+        return "must not contain NUL characters"
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return "must be valid Unicode text (a lone surrogate cannot be stored)"
+    return None
 
 
 def text(value: Any, path: str, required: bool = False, max_length: int = 1024) -> str | None:
@@ -22,10 +41,14 @@ def text(value: Any, path: str, required: bool = False, max_length: int = 1024) 
         raise BadInput(f"must be at most {max_length} characters", path)
     if _CONTROL.search(result):
         raise BadInput("must not contain control characters", path)
+    problem = unicode_error(result)
+    if problem:
+        raise BadInput(problem, path)
     return result
 
 
-def integer(value: Any, path: str, minimum: int | None = None, maximum: int | None = None) -> int | None:
+def integer(value: Any, path: str, minimum: int | None = -INT64_MAX, maximum: int | None = INT64_MAX) -> int | None:
+    """An integer (also from an integral float or a string of digits), by default within BIGINT's range."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
@@ -47,6 +70,8 @@ def number(value: Any, path: str, minimum: float | None = None) -> float | None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise BadInput("must be a number", path)
+    if not math.isfinite(value) or abs(value) > 1e300:
+        raise BadInput("must be a finite number", path)
     if minimum is not None and value < minimum:
         raise BadInput(f"must be at least {minimum:g}", path)
     return float(value)
@@ -67,10 +92,14 @@ def names(value: Any, path: str) -> list[str]:
     if value is None or value == "":
         return []
     if isinstance(value, str):
-        return [item.strip() for item in value.split(",") if item.strip()]
-    if isinstance(value, list) and all(isinstance(item, str) for item in value):
-        return list(value)
-    raise BadInput("must be a string or a list of strings", path)
+        items = [item.strip() for item in value.split(",") if item.strip()]
+    elif isinstance(value, list) and all(isinstance(item, str) for item in value):
+        items = list(value)
+    else:
+        raise BadInput("must be a string or a list of strings", path)
+    for index, item in enumerate(items):
+        text(item, f"{path}[{index}]")  # each name is text a store can keep
+    return items
 
 
 def mapping(value: Any, path: str) -> dict[str, Any]:
@@ -87,3 +116,43 @@ def sequence(value: Any, path: str) -> list[Any]:
     if not isinstance(value, list):
         raise BadInput("must be a list", path)
     return value
+
+
+def free_form(value: Any, path: str) -> dict[str, Any]:
+    """A free-form mapping kept as it is (attributes, unknown keys): anything JSON can hold and a store
+    can keep -- no NUL or lone surrogate in a text, no NaN or infinity, string keys, at most MAX_DEPTH
+    levels deep."""
+    result = mapping(value, path)
+    check_storable(result, path)
+    return result
+
+
+def check_storable(value: Any, path: str) -> None:
+    """Refuse what JSON columns cannot hold, naming the place (iterative: no depth is too deep to check)."""
+    stack: list[tuple[Any, str, int]] = [(value, path, 0)]
+    while stack:
+        item, where, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise BadInput(f"nests more than {MAX_DEPTH} levels deep", where)
+        if isinstance(item, str):
+            problem = unicode_error(item)
+            if problem:
+                raise BadInput(problem, where)
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                raise BadInput("must be a finite number", where)
+        elif isinstance(item, int) and not isinstance(item, bool):
+            if abs(item) > INT64_MAX:
+                raise BadInput("is too large a number", where)
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                if not isinstance(key, str):
+                    raise BadInput(f"key {key!r} must be a string", where)
+                problem = unicode_error(key)
+                if problem:
+                    raise BadInput(f"a key {problem}", where)
+                stack.append((child, f"{where}.{key}" if where else key, depth + 1))
+        elif isinstance(item, list):
+            stack.extend((child, f"{where}[{index}]", depth + 1) for index, child in enumerate(item))
+        elif item is not None and not isinstance(item, bool):
+            raise BadInput(f"holds a {type(item).__name__}, which JSON cannot", where)

@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from jedictl.config import Settings
+from jedictl.engine import fields
 from jedictl.engine.job_resources import SiteResources
 from jedictl.engine.job_results import (
     COUNTERS,
@@ -351,6 +352,7 @@ def kill_jobs(store: Any, job_ids: Sequence[int], settings: Settings, now: datet
     worker gets `tobekilled` and ends when its executor reports."""
     from jedictl.store import job_outcomes as job_store
 
+    fields.integer(code, "--code", -fields.INT32_MAX - 1, fields.INT32_MAX)  # kept as the jobs' error_code
     with store.read() as conn:
         current = job_store.read_jobs(conn, job_ids)
     endings, to_stop, results = [], [], {}

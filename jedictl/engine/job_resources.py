@@ -104,14 +104,24 @@ def plan_job_resources(task: TaskResources, site: SiteResources, files: Sequence
         attempt_nr=attempt_nr,
         max_attempt=job_max_attempt(attempt_nr, task.disable_auto_retry),
         core_count=cores,
-        min_ram_count=job_min_ram_count(task, chunk_ram, cores, is_merge, settings.refine.memory_compensation,
-                                        merge_default_ram_mb=merge_default_ram_mb),
-        max_walltime=walltime,
-        max_cpu_count=cpu_count,
-        max_disk_count=job_max_disk_count(task, site, files, is_merge, direct_io),
+        min_ram_count=_column(job_min_ram_count(task, chunk_ram, cores, is_merge, settings.refine.memory_compensation,
+                                                merge_default_ram_mb=merge_default_ram_mb)),
+        max_walltime=_column(walltime),
+        max_cpu_count=_column(cpu_count, INT64_MAX),
+        max_disk_count=_column(job_max_disk_count(task, site, files, is_merge, direct_io)),
         assigned_priority=priority,
         current_priority=priority,
     )
+
+
+#: The widest values of the jobs' INTEGER and BIGINT columns: a need beyond them is written as the widest
+#: (a walltime of 68 years, 2 PB of RAM are "more than any slot has", which is all they can mean).
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
+
+def _column(value: int | None, widest: int = INT32_MAX) -> int | None:
+    return None if value is None else min(value, widest)
 
 
 def job_attempt_nr(files: Iterable[ChunkFile]) -> int:
@@ -173,7 +183,7 @@ def job_max_walltime(task: TaskResources, site: SiteResources, cores: int, n_eve
         seconds /= site.core_power
     if task.cpu_efficiency:
         seconds /= task.cpu_efficiency / 100.0
-    walltime = int(seconds + base)
+    walltime = int(min(seconds + base, INT64_MAX))  # cpuTime x events may pass any clock (or be inf)
     return walltime, walltime
 
 
@@ -191,7 +201,7 @@ def job_max_disk_count(task: TaskResources, site: SiteResources, files: Sequence
         masters = [f for f in files if f.is_master]
         scale = sum(_events(f) for f in masters) if per_event else sum(_effective_size(f) for f in masters)
         total = per_unit * scale + work_bytes + (0 if direct_io else input_bytes)
-    megabytes = int(total / _MB)
+    megabytes = int(min(total / _MB, INT64_MAX))
     if site.max_scratch_mb and megabytes > site.max_scratch_mb:
         return site.max_scratch_mb
     return megabytes

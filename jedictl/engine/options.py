@@ -9,6 +9,7 @@ one), the section it belongs to in jedictl's own spec, limits, and a help line
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping, get_type_hints
@@ -16,6 +17,8 @@ from typing import Any, Iterator, Mapping, get_type_hints
 from jedictl.errors import BadInput
 
 SECTIONS = ("split", "retry", "scouts", "completion", "dependencies", "placement", "merge", "resources")
+#: The widest value an integer option may take when it declares no maximum of its own (an INTEGER column).
+INT32_MAX = 2**31 - 1
 
 
 def _opt(
@@ -214,12 +217,19 @@ def coerce(spec: OptionSpec, value: Any, path: str) -> Any:
         number = kind(value) if not isinstance(value, str) else (int(value) if kind is int else float(value))
     except ValueError as exc:
         raise BadInput(f"must be {'an integer' if kind is int else 'a number'}", path) from exc
+    except OverflowError as exc:  # int(inf)
+        raise BadInput("must be an integer", path) from exc
     if kind is int and isinstance(value, float) and not value.is_integer():
         raise BadInput("must be an integer", path)
+    if isinstance(number, float) and not math.isfinite(number):
+        raise BadInput("must be a finite number", path)
     if spec.minimum is not None and number < spec.minimum:
         raise BadInput(f"must be at least {_fmt(spec.minimum)}", path)
     if spec.maximum is not None and number > spec.maximum:
         raise BadInput(f"must be at most {_fmt(spec.maximum)}", path)
+    if kind is int and not -INT32_MAX - 1 <= number <= INT32_MAX:
+        # Integer options end up in INTEGER columns (tasks, jobs, files) or multiply into them.
+        raise BadInput(f"must be at most {INT32_MAX}" if number > 0 else f"must be at least {-INT32_MAX - 1}", path)
     return number
 
 

@@ -18,6 +18,7 @@ from jedictl.engine.options import BY_PANDA_KEY, build_options, coerce
 from jedictl.engine.taskdef import (
     DatasetAttributes,
     DatasetDef,
+    PRIORITY_RANGE,
     MergeDef,
     TaskDefinition,
     check_datasets,
@@ -71,7 +72,7 @@ def parse_panda_params(
     label = fields.text(document.get("prodSourceLabel"), "prodSourceLabel", required=True, max_length=32)
     user_name = user or fields.text(document.get("userName"), "userName", max_length=128)
     task_type = fields.text(document.get("taskType"), "taskType", max_length=64) or ("anal" if label in ANALYSIS_LABELS else "prod")
-    task_priority = priority if priority is not None else fields.integer(document.get("taskPriority"), "taskPriority")
+    task_priority = priority if priority is not None else fields.integer(document.get("taskPriority"), "taskPriority", *PRIORITY_RANGE)
     if task_priority is None:
         task_priority = analysis_priority if label in ANALYSIS_LABELS else 0
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from jedictl.clock import parse_time
+from jedictl.clock import EARLIEST, LATEST, in_range, parse_time
 from jedictl.engine import fields
 from jedictl.engine.job_results import OutputReport
 from jedictl.engine.job_states import HEARTBEAT_STATUSES, REPORT_STATUSES
@@ -26,6 +26,13 @@ REPORT_KEYS = frozenset({
 })
 OUTPUT_KEYS = frozenset({"lfn", "size", "checksum", "guid", "n_events", "no_output"})
 HEARTBEAT_KEYS = frozenset({"job_id", "status", "attempt_nr"})
+#: error_code and trans_exit_code are INTEGER columns.
+_INT32 = (-fields.INT32_MAX - 1, fields.INT32_MAX)
+#: Memory high-water marks (kB) above a pebibyte are not measurements; the scouts turn them into MB in an
+#: INTEGER column, which such a value would overflow.
+MAX_MEMORY_KB = 2**40
+#: Wall and CPU times (s) above this (68 years) are not measurements either.
+MAX_SECONDS = float(fields.INT32_MAX)
 # PanDA pilot field names (update_job) -> jedictl's.
 _ALIASES = {
     "PandaID": "job_id", "pandaid": "job_id", "jobStatus": "status", "attemptNr": "attempt_nr", "transExitCode": "trans_exit_code",
@@ -85,6 +92,10 @@ def json_lines(text: str) -> Iterable[tuple[int, Any | Refused]]:
             yield number, json.loads(raw)
         except json.JSONDecodeError as exc:
             yield number, Refused(number, None, f"not JSON ({exc.msg} at column {exc.colno})")
+        except RecursionError:
+            yield number, Refused(number, None, "not JSON (nested too deeply)")
+        except ValueError as exc:  # an integer of more digits than Python converts
+            yield number, Refused(number, None, f"not JSON ({str(exc).splitlines()[0]})")
 
 
 def parse_reports(text: str) -> tuple[list[ExecutorReport], list[Refused]]:
@@ -119,7 +130,7 @@ def parse_report(item: Any, line: int = 1) -> ExecutorReport:
     outputs = tuple(_output(entry, f"{where}.outputs[{index}]") for index, entry in enumerate(fields.sequence(raw.get("outputs"), f"{where}.outputs")))
     if len({o.lfn for o in outputs}) != len(outputs):
         raise BadInput("names a file twice", f"{where}.outputs")
-    error_code = fields.integer(raw.get("error_code"), f"{where}.error_code")
+    error_code = fields.integer(raw.get("error_code"), f"{where}.error_code", *_INT32)
     error_source = fields.text(raw.get("error_source"), f"{where}.error_source", max_length=32)
     if (error_code is None) != (error_source is None):
         raise BadInput("error_source and error_code go together", f"{where}.error_code")
@@ -131,11 +142,11 @@ def parse_report(item: Any, line: int = 1) -> ExecutorReport:
         error_source=error_source,
         error_code=error_code,
         error_diag=fields.text(raw.get("error_diag"), f"{where}.error_diag", max_length=4000),
-        trans_exit_code=fields.integer(raw.get("trans_exit_code"), f"{where}.trans_exit_code"),
-        wall_time=fields.number(raw.get("wall_time"), f"{where}.wall_time", minimum=0),
-        cpu_time=fields.number(raw.get("cpu_time"), f"{where}.cpu_time", minimum=0),
-        max_pss=fields.integer(raw.get("max_pss"), f"{where}.max_pss", minimum=0),
-        max_rss=fields.integer(raw.get("max_rss"), f"{where}.max_rss", minimum=0),
+        trans_exit_code=fields.integer(raw.get("trans_exit_code"), f"{where}.trans_exit_code", *_INT32),
+        wall_time=_seconds(raw.get("wall_time"), f"{where}.wall_time"),
+        cpu_time=_seconds(raw.get("cpu_time"), f"{where}.cpu_time"),
+        max_pss=fields.integer(raw.get("max_pss"), f"{where}.max_pss", minimum=0, maximum=MAX_MEMORY_KB),
+        max_rss=fields.integer(raw.get("max_rss"), f"{where}.max_rss", minimum=0, maximum=MAX_MEMORY_KB),
         n_events=fields.integer(raw.get("n_events"), f"{where}.n_events", minimum=0),
         started_at=_time(raw.get("started_at"), f"{where}.started_at"),
         ended_at=_time(raw.get("ended_at"), f"{where}.ended_at"),
@@ -192,14 +203,32 @@ def _output(entry: Any, where: str) -> OutputReport:
     )
 
 
+def _seconds(value: Any, where: str) -> float | None:
+    seconds = fields.number(value, where, minimum=0)
+    if seconds is not None and seconds > MAX_SECONDS:
+        raise BadInput(f"must be at most {MAX_SECONDS:.0f} seconds", where)
+    return seconds
+
+
 def _time(value: Any, where: str) -> datetime | None:
     if value is None:
         return None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         from datetime import UTC
 
-        return datetime.fromtimestamp(value, UTC).replace(tzinfo=None)  # epoch seconds, as pilots send
+        try:
+            moment = datetime.fromtimestamp(value, UTC).replace(tzinfo=None)  # epoch seconds, as pilots send
+        except (ValueError, OverflowError, OSError) as exc:  # NaN, or a time no calendar holds
+            raise BadInput("must be an ISO-8601 time or epoch seconds", where) from exc
+        return _in_range(moment, where)
     try:
-        return parse_time(str(value))
+        moment = parse_time(str(value))
     except ValueError as exc:
         raise BadInput("must be an ISO-8601 time or epoch seconds", where) from exc
+    return _in_range(moment, where)
+
+
+def _in_range(moment: datetime, where: str) -> datetime:
+    if not in_range(moment):
+        raise BadInput(f"must lie between {EARLIEST:%Y-%m-%d} and {LATEST:%Y-%m-%d}", where)
+    return moment

@@ -23,11 +23,10 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-import yaml
-
 from jedictl.clock import parse_time
 from jedictl.config import Settings
 from jedictl.engine import fields
+from jedictl.engine.regexes import compile_pattern
 from jedictl.engine.job_resources import SiteResources
 from jedictl.engine.job_results import FileRecord, is_retryable
 from jedictl.errors import BadInput
@@ -84,12 +83,9 @@ class RetryRule:
 
 def parse_rules_text(text: str, source: str = "rules") -> tuple[RetryRule, ...]:
     """`jedictl retry-rules import FILE`: a YAML or JSON list of rules (or {"rules": [...]})."""
-    try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise BadInput(f"is not valid YAML or JSON{f' (line {mark.line + 1})' if mark else ''}", source) from exc
-    return load_rules(document, source)
+    from jedictl.engine.documents import parse_text
+
+    return load_rules(parse_text(text, source), source)
 
 
 def load_rules(document: Any, path: str = "rules") -> tuple[RetryRule, ...]:
@@ -113,15 +109,12 @@ def _load_rule(item: Any, path: str) -> RetryRule:
     if action not in ACTIONS:
         raise BadInput(f"must be one of {', '.join(ACTIONS)}", f"{path}.action")
     source = fields.text(raw.get("error_source"), f"{path}.error_source", required=True, max_length=32) or ""
-    code = fields.integer(raw.get("error_code"), f"{path}.error_code")
+    code = fields.integer(raw.get("error_code"), f"{path}.error_code", -fields.INT32_MAX - 1, fields.INT32_MAX)
     if code is None:
         raise BadInput("is required", f"{path}.error_code")
     pattern = fields.text(raw.get("message_pattern"), f"{path}.message_pattern", max_length=512)
     if pattern is not None:
-        try:
-            re.compile(pattern, re.DOTALL)
-        except re.error as exc:
-            raise BadInput(f"is not a valid regular expression ({exc})", f"{path}.message_pattern") from exc
+        compile_pattern(pattern, f"{path}.message_pattern", re.DOTALL)
     scope = {name: fields.text(raw.get(name), f"{path}.{name}", max_length=256) for name in SCOPE_FIELDS}
     expires = raw.get("expires_at")
     if expires is not None:
@@ -164,7 +157,9 @@ def _parameters(action: str, value: Any, path: str) -> dict[str, Any]:
         steps = [s.strip() for s in steps.split(",")] if isinstance(steps, str) else steps
         if not isinstance(steps, list) or len(steps) != 3:
             raise BadInput("must be three attempt numbers (halve, quarter, one)", f"{path}.steps")
-        numbers = [fields.integer(step, f"{path}.steps[{i}]", minimum=1) for i, step in enumerate(steps)]
+        numbers = [fields.integer(step, f"{path}.steps[{i}]", minimum=1, maximum=1000) for i, step in enumerate(steps)]
+        if None in numbers:
+            raise BadInput("must be three attempt numbers (halve, quarter, one)", f"{path}.steps")
         if not numbers[0] < numbers[1] < numbers[2]:  # type: ignore[operator]
             raise BadInput("must increase", f"{path}.steps")
         return {"excluded_rules": excluded, "steps": numbers}

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping, Sequence
 
 from jedictl.engine import fields
+from jedictl.engine.regexes import compile_pattern
 from jedictl.errors import BadInput
 
 REGEX_ATTRIBUTES = ("prodsourcelabel", "workinggroup", "campaign", "processingtype", "transpath")
@@ -77,10 +78,7 @@ def _node(raw: Any, where: str, names: set[str]) -> Share:
     for key in REGEX_ATTRIBUTES:
         text = fields.text(body.get(key), f"{where}.{key}", max_length=256)
         if text is not None:
-            try:
-                patterns[key] = re.compile(text)
-            except re.error as exc:
-                raise BadInput(f"is not a valid regular expression ({exc})", f"{where}.{key}") from exc
+            patterns[key] = compile_pattern(text, f"{where}.{key}", max_length=256)
     kids = tuple(_node(child, f"{where}.children[{i}]", names) for i, child in enumerate(fields.sequence(body.get("children"), f"{where}.children")))
     return Share(
         name=name, value=fields.number(body.get("value"), f"{where}.value", minimum=0) or 0.0, children=kids,

@@ -29,7 +29,7 @@ def _choice(choices: tuple[str, ...], default: str | None = None) -> Callable[[A
 
 
 def _count(value: Any, path: str) -> int | None:
-    return fields.integer(value, path, minimum=0)
+    return fields.integer(value, path, minimum=0, maximum=fields.INT32_MAX)  # INTEGER columns
 
 
 def _positive(value: Any, path: str) -> float | None:
@@ -48,7 +48,7 @@ def _caps(value: Any, path: str) -> dict[str, dict[str, int]] | None:
         for key in entry:
             if key not in ("max_running", "max_queued"):
                 raise BadInput("unknown cap (use max_running, max_queued)", f"{path}.{label}.{key}")
-        caps[str(label)] = {key: fields.integer(entry[key], f"{path}.{label}.{key}", minimum=0) for key in entry}
+        caps[str(label)] = {key: fields.integer(entry[key], f"{path}.{label}.{key}", minimum=0, maximum=fields.INT32_MAX) for key in entry}
     return caps or None
 
 
@@ -159,5 +159,5 @@ def _entity(body: Mapping[str, Any], path: str, spec: Mapping[str, Callable[[Any
         if key not in spec and key not in extra and key != "attributes":
             raise BadInput("unknown field", f"{path}.{key}")
     entity = {key: read(body.get(key), f"{path}.{key}") for key, read in spec.items()}
-    entity["attributes"] = fields.mapping(body.get("attributes"), f"{path}.attributes")
+    entity["attributes"] = fields.free_form(body.get("attributes"), f"{path}.attributes")
     return entity

@@ -6,9 +6,10 @@ import dataclasses
 from datetime import datetime
 from typing import Any
 
+from jedictl.engine import fields
 from jedictl.engine.panda_params import is_panda_params, parse_panda_params
 from jedictl.engine.task_spec import parse_task_spec
-from jedictl.engine.taskdef import USER_RE, TaskDefinition
+from jedictl.engine.taskdef import PRIORITY_RANGE, USER_RE, TaskDefinition
 from jedictl.errors import BadInput, NotFound
 
 def parse_definition(
@@ -23,6 +24,8 @@ def parse_definition(
     """Detect the format and parse. The owner is `user` (--user), else the document's, else `default_user`."""
     if user and not USER_RE.match(user):
         raise BadInput("must be letters, digits and . _ @ -", "--user")
+    fields.integer(priority, "--priority", *PRIORITY_RANGE)
+    fields.check_storable(document, "")  # the document is stored as submitted, unknown keys and all
     parse = parse_panda_params if is_panda_params(document) else parse_task_spec
     definition = parse(document, user=user or "", priority=priority, parent_id=parent_id, analysis_priority=analysis_priority)
     if not definition.user_name:

@@ -14,6 +14,7 @@ from jedictl.engine.options import BY_NAME, SECTIONS, build_options, coerce, ite
 from jedictl.engine.taskdef import (
     DatasetAttributes,
     DatasetDef,
+    PRIORITY_RANGE,
     MergeDef,
     TaskDefinition,
     check_datasets,
@@ -104,7 +105,7 @@ def parse_task_spec(
     name = check_name(fields.text(document.get("name"), "name", required=True), "name", "task name")
     label = fields.text(document.get("label"), "label", max_length=32) or "managed"
     task_type = fields.text(document.get("task_type"), "task_type", max_length=64) or ("anal" if label in ANALYSIS_LABELS else "prod")
-    spec_priority = fields.integer(document.get("priority"), "priority")
+    spec_priority = fields.integer(document.get("priority"), "priority", *PRIORITY_RANGE)
     task_priority = priority if priority is not None else spec_priority
     if task_priority is None:
         task_priority = analysis_priority if label in ANALYSIS_LABELS else 0

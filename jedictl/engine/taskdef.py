@@ -16,9 +16,12 @@ from jedictl.errors import BadInput
 from jedictl.model import DatasetType
 
 # Rucio-style names: letters, digits and . _ - : / + ; no spaces, quotes or shell metacharacters.
-NAME_RE = re.compile(r"^[A-Za-z0-9_.\-:/+]{1,255}$")
-USER_RE = re.compile(r"^[\w.@\-]{1,128}$")
-STREAM_RE = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
+# Anchored with \Z, not $: `$` also matches before a final newline, which let "name\n" through.
+NAME_RE = re.compile(r"^[A-Za-z0-9_.\-:/+]{1,255}\Z")
+USER_RE = re.compile(r"^[\w.@\-]{1,128}\Z")
+STREAM_RE = re.compile(r"^[A-Z][A-Z0-9_]{0,63}\Z")
+#: Task priorities: INTEGER columns, with room for the +1 that scouts get and the watchdog's boosts.
+PRIORITY_RANGE = (-(10**9), 10**9)
 
 #: Placeholders the job generator fills besides dataset streams (jedi-inventory.md §6.9).
 SCALAR_PLACEHOLDERS = frozenset({
@@ -168,23 +171,29 @@ def placeholder_names(text: str) -> list[str]:
 
     `${IN/T}` -> IN, `${IN[0:2]}` -> IN, `${IN,IN2/L}` -> IN, IN2, `${TRN_OUTPUT0:OUTPUT0}` -> both.
     """
-    names: list[str] = []
-    for body in _BRACED.findall(text):
-        head = re.split(r"[/\[]", body, maxsplit=1)[0]
-        for part in re.split(r"[,:]", head):
-            if part.strip():
-                names.append(part.strip())
-    return names
+    return [name for body in _BRACED.findall(text) for name in _body_names(body)]
+
+
+def _body_names(body: str) -> list[str]:
+    head = re.split(r"[/\[]", body, maxsplit=1)[0]
+    return [part.strip() for part in re.split(r"[,:]", head) if part.strip()]
 
 
 def check_placeholders(template: str, streams: Iterable[str], path: str, strict: bool) -> None:
-    """Every stream-like placeholder must name a defined stream; with `strict`, every placeholder."""
+    """Every stream-like placeholder must name a defined stream; with `strict`, every placeholder. A
+    placeholder naming only known things must also be renderable: its slice, decorators and /M
+    arithmetic are checked now, not when the first job is made."""
+    from jedictl.engine.templates import placeholder_problem
+
     known = set(streams) | SCALAR_PLACEHOLDERS
-    for name in placeholder_names(template):
-        if name in known:
-            continue
-        if strict or _STREAM_LIKE.match(name):
-            raise BadInput(f"placeholder ${{{name}}} names no input, output or known value", path)
+    for body in _BRACED.findall(template):
+        names = _body_names(body)
+        for name in names:
+            if name not in known and (strict or _STREAM_LIKE.match(name)):
+                raise BadInput(f"placeholder ${{{name}}} names no input, output or known value", path)
+        problem = placeholder_problem(body) if names and all(name in known for name in names) else None
+        if problem:
+            raise BadInput(f"placeholder ${{{body}}} {problem}", path)
 
 
 def check_name(value: Any, path: str, what: str = "name") -> str:
@@ -194,14 +203,12 @@ def check_name(value: Any, path: str, what: str = "name") -> str:
 
 
 def check_regexes(patterns: Iterable[str], path: str) -> tuple[str, ...]:
+    """Include/exclude patterns: valid, and unable to make the feeder backtrack for hours on a file name."""
+    from jedictl.engine.regexes import compile_pattern
+
     out = []
     for index, pattern in enumerate(patterns):
-        if not isinstance(pattern, str) or len(pattern) > 512:
-            raise BadInput("must be a regular expression of at most 512 characters", f"{path}[{index}]")
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise BadInput(f"is not a valid regular expression ({exc})", f"{path}[{index}]") from exc
+        compile_pattern(pattern, f"{path}[{index}]")
         out.append(pattern)
     return tuple(out)
 

@@ -154,6 +154,39 @@ def _parse_body(body: str) -> tuple[tuple[str, ...], str | None, tuple[tuple[str
     return tuple(parsed.group("names").split(",")), parsed.group("slice"), decorators
 
 
+_FILE_DECORATORS = frozenset("LSATFME")
+
+
+def placeholder_problem(body: str) -> str | None:
+    """Why `${body}` could never be rendered -- its slice, decorators or /M arithmetic are not of the
+    grammar above -- or None. Names are the caller's to check; nothing is evaluated but /M's
+    arithmetic on a sample value."""
+    if _PAIR.match(body):
+        return None
+    parsed = _parse_body(body)
+    if parsed is None:
+        return "is not a placeholder jedictl can render"
+    names, slice_text, decorators = parsed
+    if slice_text is not None and not _SLICE.match(slice_text):
+        return f"has a slice that is not [start:stop:step] ({slice_text})"
+    flags = [name for name, _ in decorators]
+    if len(names) == 1 and names[0] in _OWN_SCALARS and not slice_text:
+        if flags and not (names[0] == "SN" and flags == ["P"]):
+            return f"has decorator /{flags[0]}, which does not apply to {names[0]}"
+        return None
+    unknown = set(flags) - _FILE_DECORATORS
+    if unknown:
+        return f"has an unknown decorator /{min(unknown)}"
+    for flag, argument in decorators:
+        if flag == "M":
+            try:
+                evaluate_arithmetic(argument or "", "1")
+            except UnresolvedPlaceholder as exc:
+                if "divides by zero" not in exc.reason:
+                    return f"has /M arithmetic that {exc.reason.removeprefix('/M ')}"
+    return None
+
+
 def compact_lfn_list(lfns: Sequence[str]) -> str:
     """`f.001.root,f.002.root` -> `f.[001,002].root`: common head and tail around numeric parts.
 

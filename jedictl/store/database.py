@@ -67,12 +67,20 @@ class Store:
         self.engine.dispose()
 
 
+def parse_store_url(url: str) -> URL:
+    """The parsed store URL; StoreUnavailable (never the URL's password) when it cannot be read."""
+    authority = url.split("://", 1)[1].split("/", 1)[0] if "://" in url else ""
+    if authority.count("@") > 1:  # the driver would take part of the password for the host, and say so
+        raise StoreUnavailable(f"store URL {mask_url(url)!r} is not valid: write an @ in the password as %40")
+    try:
+        return make_url(url)
+    except (ArgumentError, ValueError) as exc:  # ValueError: a port that is not a number
+        raise StoreUnavailable(f"store URL {mask_url(url)!r} is not valid: {mask_url(str(exc))}") from None
+
+
 def create_store_engine(url: str, busy_timeout_s: float = 60.0, foreign_keys: bool = True) -> Engine:
     """An engine with jedictl's per-dialect settings; raises StoreUnavailable on a bad URL."""
-    try:
-        parsed = make_url(url)
-    except ArgumentError as exc:
-        raise StoreUnavailable(f"store URL {mask_url(url)!r} is not valid: {exc}") from exc
+    parsed = parse_store_url(url)
     backend = parsed.get_backend_name()
     try:
         # One connection kept for the life of the process (a few more if a pass nests a read in a
@@ -127,7 +135,7 @@ def _configure_sqlite(engine: Engine, busy_timeout_s: float, foreign_keys: bool)
 
 def open_store(url: str, busy_timeout_s: float = 60.0, check_schema: bool = True) -> Store:
     """Open an existing store and refuse it unless its schema is at this program's revision."""
-    parsed = make_url(url) if "://" in url else None
+    parsed = parse_store_url(url) if "://" in url else None
     if parsed is not None:
         path = sqlite_path(parsed)
         if path is not None and not path.exists():

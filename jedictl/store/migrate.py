@@ -14,7 +14,7 @@ from sqlalchemy.exc import DBAPIError
 
 from jedictl.errors import BadInput, StoreUnavailable
 from jedictl.redact import mask_url
-from jedictl.store.database import create_store_engine, sqlite_path
+from jedictl.store.database import create_store_engine, parse_store_url, sqlite_path
 from jedictl.store.revisions import REVISIONS
 
 #: Arbitrary constant naming jedictl's migration lock on PostgreSQL.
@@ -33,11 +33,9 @@ def script_heads() -> tuple[str, ...]:
 
 def upgrade(url: str, revision: str = "head", busy_timeout_s: float = 60.0, create: bool = True) -> None:
     """Bring the store to `revision`; create the SQLite file when `create`."""
-    from sqlalchemy import make_url
-
     if revision != "head" and revision not in REVISIONS:
         raise BadInput(f"unknown revision {revision!r} (known: {', '.join(REVISIONS)})", "--revision")
-    path = sqlite_path(make_url(url))
+    path = sqlite_path(parse_store_url(url))
     if path is not None:
         if not path.exists() and not create:
             raise StoreUnavailable(f"store {path} does not exist; run `jedictl db init` to create it")

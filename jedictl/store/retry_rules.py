@@ -62,6 +62,8 @@ def list_rules(conn: Connection, source: str | None = None, code: int | None = N
     """
     query = select(retry_rules).order_by(retry_rules.c.id)
     if code is not None:
+        if not -(2**31) <= code < 2**31:  # error_code is an INTEGER column: no rule holds a wider code
+            return []
         query = query.where(retry_rules.c.error_code == code)
     if action:
         query = query.where(retry_rules.c.action == action)

@@ -98,7 +98,7 @@ BAD_FILES = [
     ("bad-action", VALID + "- {error_source: pilot, error_code: 2, action: retry_forever}\n",
      "[1].action: must be one of no_retry, limit_retry, increase_memory, increase_cputime, reduce_input_per_job"),
     ("missing-code", VALID + "- {error_source: pilot, action: no_retry}\n", "[1].error_code: is required"),
-    ("not-yaml", VALID + "- {error_source: pilot, error_code: [1\n", ": is not valid YAML or JSON (line 3)"),
+    ("not-yaml", VALID + "- {error_source: pilot, error_code: [1\n", ": line 3 column 1: expected ',' or ']', but got '<stream end>' (invalid YAML)"),
     ("unknown-key", VALID + "- {error_source: pilot, error_code: 2, action: no_retry, colour: red}\n", "[1].colour: unknown key"),
     ("limit-without-max", VALID + "- {error_source: pilot, error_code: 2, action: limit_retry}\n",
      "[1].parameters.maxAttempt: is required for limit_retry"),

@@ -98,7 +98,7 @@ def test_needs_no_store():
 
 
 @pytest.mark.parametrize("args,document,message", [
-    (("-a", "FileBased"), "{not json", "jedictl: error: stdin: is not valid JSON (line 1 column 2: Expecting property name enclosed in double quotes)"),
+    (("-a", "FileBased"), "{not json", "jedictl: error: stdin: line 1 column 2: Expecting property name enclosed in double quotes (invalid JSON)"),
     (("-a", "FileBased"), [], 'jedictl: error: input: must be a JSON object {"closed": ..., "files": [...]}'),
     (("-a", "FileBased"), {"files": [{"lfn": "a"}, {"lfn": "b", "events": -1}]}, "jedictl: error: files[1].events: must be a whole number, 0 or more"),
     (("-a", "FileBased"), {"files": [{"lfn": "a", "runs": {"x": [1]}}]}, "jedictl: error: files[0].runs.x: run numbers must be whole numbers"),

@@ -1,0 +1,91 @@
+"""A few fuzz examples on PostgreSQL, which checks what SQLite lets through: INTEGER widths, NUL
+characters, JSON values. Refused input leaves the store as it was; valid input goes through the
+agents without an overflow."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.conftest import ROOT
+from tests.fuzz.conftest import DS_IN, SEED_TASK
+from tests.fuzz.strategies import broken_documents, serialise, task_specs
+from tests.fuzz.support import assert_no_crash, assert_one_error_line, changed_tables, dump, fuzz, invoke
+from tests.fuzz.test_fuzz_catalogs import SITES_EXAMPLE, resource_catalogs
+from tests.fuzz.test_fuzz_job_reports import report_line
+from tests.fuzz.test_fuzz_task_specs import KNOWN_DOCUMENTS
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+def seeded_pg(pg_url: str) -> str:
+    """A PostgreSQL store with the example grid and catalog and one task with jobs at executors."""
+    db = ["--db", pg_url]
+    for argv, text in ((["db", "init"], None), (["sites", "import", str(ROOT / "examples" / "sites.yaml")], None),
+                       (["data", "import", str(ROOT / "examples" / "data.yaml")], None), (["data", "import", "-"], yaml.safe_dump(DS_IN)),
+                       (["submit", "-"], json.dumps(SEED_TASK)), (["run", "--seed", "1"], None)):
+        outcome = invoke([*argv, *db], input=text)
+        assert outcome.exit_code == 0, outcome
+    return pg_url
+
+
+def _refused_or_taken(url: str, argv: list[str], text: str, allowed: set[str]) -> None:
+    before = dump(url)
+    outcome = invoke([*argv, "--db", url], input=text)
+    assert_no_crash(outcome, codes=(0, 1, 2))
+    changed = changed_tables(before, dump(url))
+    if outcome.exit_code == 2:
+        assert_one_error_line(outcome)
+        assert changed == [], f"refused, but {changed} changed\n{outcome}"
+    else:
+        assert set(changed) <= allowed, outcome
+
+
+@fuzz(12)
+@given(text=broken_documents(KNOWN_DOCUMENTS))
+def test_broken_task_specs_change_nothing_on_postgres(seeded_pg, text):
+    _refused_or_taken(seeded_pg, ["submit", "-"], text, {"tasks", "task_params", "task_status_history"})
+
+
+@fuzz(8)
+@given(text=broken_documents(st.just(SITES_EXAMPLE) | resource_catalogs()))
+def test_broken_sites_files_change_nothing_on_postgres(seeded_pg, text):
+    _refused_or_taken(seeded_pg, ["sites", "import", "-"], text, {"nuclei", "storage_endpoints", "sites", "site_storage"})
+
+
+@fuzz(6)
+@given(data=st.data())
+def test_valid_task_specs_run_on_postgres(seeded_pg, data):
+    spec = data.draw(task_specs())
+    spec["unique_name"] = False  # the store lives across examples
+    outcome = invoke(["submit", "-", "--db", seeded_pg], input=serialise(data.draw, spec))
+    assert_no_crash(outcome, codes=(0,))
+    assert_no_crash(invoke(["run", "--seed", "1", "--db", seeded_pg]), codes=(0, 1))
+    assert_no_crash(invoke(["check", "--db", seeded_pg]), codes=(0,))
+
+
+@pytest.fixture
+def dispatched_pg(seeded_pg: str) -> tuple[str, list[dict]]:
+    """The seeded PostgreSQL store with every activated job handed to an executor, and their payloads."""
+    jobs = []
+    for site in ("CERN-PROD_GRID", "CERN-PROD_MCORE", "BNL_PROD", "BNL_PROD_MCORE", "DESY-HH", "MWT2"):
+        outcome = invoke(["jobs", "dispatch", "--site", site, "--count", "50", "-o", "json", "--db", seeded_pg])
+        assert outcome.exit_code == 0, outcome
+        jobs += json.loads(outcome.stdout)["jobs"]
+    assert jobs
+    return seeded_pg, jobs
+
+
+@fuzz(8)
+@given(data=st.data())
+def test_job_reports_on_postgres(dispatched_pg, data):
+    url, jobs = dispatched_pg
+    lines = data.draw(st.lists(report_line(jobs), min_size=1, max_size=4))
+    assert_no_crash(invoke(["jobs", "report", "-", "--db", url], input="\n".join(lines) + "\n"), codes=(0, 1, 2))
+    assert_no_crash(invoke(["run", "--seed", "1", "--db", url]), codes=(0, 1))
+    assert_no_crash(invoke(["check", "--db", url]), codes=(0,))
