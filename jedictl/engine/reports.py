@@ -84,8 +84,10 @@ class Refused:
 
 
 def json_lines(text: str) -> Iterable[tuple[int, Any | Refused]]:
-    """(line number, decoded object or Refused) for every non-blank line."""
-    for number, raw in enumerate(text.splitlines(), 1):
+    """(line number, decoded object or Refused) for every non-blank line. Lines end at \n only (JSON
+    Lines): str.splitlines() also broke lines at \r, \x1c, \x85 and U+2028, which JSON keeps raw inside
+    strings (an error_diag quoting a payload's output), so a valid report was cut in two and refused."""
+    for number, raw in enumerate(text.split("\n"), 1):
         if not raw.strip():
             continue
         try:

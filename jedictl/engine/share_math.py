@@ -270,6 +270,8 @@ def nest_shares(rows: Sequence[Any], path: str = "global_shares") -> list[dict[s
     index_of: dict[str, int] = {}
     for index, raw in enumerate(rows):
         where = f"{path}[{index}]"
+        if not isinstance(raw, dict):  # fields.mapping takes None for {}: a null entry reached raw.get
+            raise BadInput("must be a mapping", where)
         _known_keys(raw, SHARE_ATTRIBUTES, where)
         name = fields.text(raw.get("name"), f"{where}.name", required=True, max_length=64) or ""
         if name in index_of:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from contextlib import contextmanager
 
 import pytest
 import yaml
@@ -250,3 +251,65 @@ def test_times_near_the_ends_of_the_calendar_are_value_errors():
 ])
 def test_mask_url(url, masked):
     assert mask_url(url) == masked
+
+
+def test_a_report_keeps_line_separators_inside_its_strings():
+    """JSON keeps U+2028 and NEL raw inside strings; splitting at them cut one report into refused pieces."""
+    line = json.dumps({"job_id": 1, "status": "failed", "error_source": "pilot", "error_code": 1, "error_diag": "a\u2028b\x85c"},
+                      ensure_ascii=False)
+    reports, refused_lines = parse_reports(line + "\r\n" + line + "\n")
+    assert refused_lines == [] and [r.error_diag for r in reports] == ["a\u2028b\x85c"] * 2
+
+
+def test_a_null_global_share_is_refused():
+    from jedictl.engine.share_math import load_sections
+
+    assert refused(load_sections, [], [{"name": "A", "value": 1}, None]) == "global_shares[1]: must be a mapping"
+
+
+# --------------------------------------------------------------- templates and criteria never run code
+
+HOSTILE_TEMPLATE = ("--in=${IN} ${__import__('os').system('touch PWNED')} $(touch PWNED) `touch PWNED` {{7*7}} {0.__class__} "
+                    "%s%n --seed=${SEQ/M[#*10+1]} ${SN/P}")
+
+
+@contextmanager
+def no_code_execution():
+    """eval, exec, compile and __import__ raise inside the block. A context manager, not a monkeypatch
+    fixture: pytest's own teardown imports modules, and must run after the builtins are restored."""
+    import builtins
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError(f"code execution attempted with {args[:1]!r}")
+
+    saved = {name: getattr(builtins, name) for name in ("eval", "exec", "compile", "__import__")}
+    try:
+        for name in saved:
+            setattr(builtins, name, forbidden)
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(builtins, name, value)
+
+
+def test_rendering_hostile_templates_runs_no_code():
+    from jedictl.engine.templates import InputFile, InputStream, JobContext, UnresolvedPlaceholder, render_job_parameters
+
+    job = JobContext(task_id=12, serial_nr=7, inputs=(InputStream("IN", "ds.in", (InputFile("f.1.root"),), is_master=True),
+                                                       InputStream("SEQ", "seq_number", (InputFile("4"),), is_master=False)))
+    with no_code_execution():
+        text = render_job_parameters(HOSTILE_TEMPLATE, job).text
+        for hostile in ("${IN.__class__}", "${SEQ/M[__import__('os')]}"):  # refused, never evaluated
+            with pytest.raises(UnresolvedPlaceholder):
+                render_job_parameters(hostile, job)
+    assert text == ("--in=f.1.root ${__import__('os').system('touch PWNED')} $(touch PWNED) `touch PWNED` {{7*7}} {0.__class__} "
+                    "%s%n --seed=41 000007")
+
+
+@pytest.mark.parametrize(("criteria", "matches"), [("processingType = '__import__(\"os\")'", False),
+                                                   ("workingGroup LIKE '%{{7*7}}%' OR campaign IS NULL", True),
+                                                   ("processingType IN ('a''; DROP TABLE tasks; --', 'b')", True)])
+def test_evaluating_criteria_runs_no_code(criteria, matches):
+    node = parse(criteria, None)
+    with no_code_execution():
+        assert evaluate(node, {"processingType": "a'; DROP TABLE tasks; --", "workingGroup": "{{7*7}}"}) is matches

@@ -133,7 +133,7 @@ def task_specs(draw: st.DrawFn) -> dict[str, Any]:
         if draw(st.booleans()):
             spec[key] = draw(st.sampled_from(["managed", "user", "test"]) if key == "label" else free_text(limit))
     if draw(st.booleans()):
-        spec["priority"] = draw(st.integers(min_value=-INT32, max_value=INT32))
+        spec["priority"] = draw(st.integers(min_value=-(10**9), max_value=10**9))
     if draw(st.booleans()):
         spec["unique_name"] = draw(st.booleans())
     streams: list[str] = []
