@@ -27,11 +27,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import yaml  # noqa: E402
 
 from jedictl.config import load_settings  # noqa: E402
-from jedictl.engine.brokerage_data import chunk_of, load_catalog, load_site_loads, load_task_works, next_chunk_files  # noqa: E402
-from jedictl.engine.job_broker import broker_job_sites  # noqa: E402
-from jedictl.engine.job_broker_model import task_requirements_from_row  # noqa: E402
-from jedictl.engine.options import options_from_dict  # noqa: E402
-from jedictl.engine.task_broker import choose_nucleus  # noqa: E402
+from jedictl.engine.brokerage.loading import chunk_of, load_catalog, load_site_loads, load_task_works, next_chunk_files  # noqa: E402
+from jedictl.engine.brokerage.job_brokerage import broker_job_sites  # noqa: E402
+from jedictl.engine.brokerage.model import task_requirements_from_row  # noqa: E402
+from jedictl.engine.task.options import options_from_dict  # noqa: E402
+from jedictl.engine.brokerage.task_brokerage import choose_nucleus  # noqa: E402
 from jedictl.store import tasks as task_store  # noqa: E402
 from jedictl.store.data_catalog import StoreDataCatalog  # noqa: E402
 from jedictl.store.database import open_store  # noqa: E402

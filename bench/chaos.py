@@ -125,8 +125,8 @@ class Workload:
         self.submitted = 0
 
     def load(self, n_tasks: int, now: datetime) -> None:
-        from jedictl.engine import demo
-        from jedictl.engine.catalog_import import import_data_catalog
+        from jedictl.engine.sim import demo
+        from jedictl.engine.catalogs.importer import import_data_catalog
 
         demo.build(self.store, self.settings, now, "chaos")
         with self.store.begin() as conn:
@@ -134,7 +134,7 @@ class Workload:
         self.submit(n_tasks, now)
 
     def submit(self, n: int, now: datetime) -> None:
-        from jedictl.engine.submission import parse_definition, register_task
+        from jedictl.engine.task.submission import parse_definition, register_task
 
         with self.store.begin() as conn:
             for _ in range(n):
@@ -350,10 +350,10 @@ def settle(store: Any, settings: Any, seed: int, max_rounds: int = 300, max_seco
     """One clean process: the pipeline and the pilots with the clock three hours ahead, ten minutes
     more per round, until every task is final; then a watch pass past every lease's expiry."""
     from jedictl.clock import utcnow
-    from jedictl.engine.demo import all_final
+    from jedictl.engine.sim.demo import all_final
     from jedictl.engine.pipeline import run_pipeline
-    from jedictl.engine.simulator import simulate_pass
-    from jedictl.engine.watchdog import watch_pass
+    from jedictl.engine.sim.simulator import simulate_pass
+    from jedictl.engine.watch.watchdog import watch_pass
 
     owner = f"{socket.gethostname()}:{os.getpid()}:settle"
     rng = random.Random(seed)

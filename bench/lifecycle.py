@@ -30,9 +30,9 @@ ROOMY = {"JEDICTL_BROKERAGE__QUEUE_LIMIT_SITE": "100000"}
 
 def load_tasks(url: str, n_tasks: int, n_files: int, files_per_job: int, skip_scout: bool) -> None:
     """The demo grid, one input dataset of `n_files` per task, and `n_tasks` registered tasks."""
-    from jedictl.engine import demo
-    from jedictl.engine.catalog_import import import_data_catalog, import_resource_catalog
-    from jedictl.engine.submission import parse_definition, register_task
+    from jedictl.engine.sim import demo
+    from jedictl.engine.catalogs.importer import import_data_catalog, import_resource_catalog
+    from jedictl.engine.task.submission import parse_definition, register_task
     from jedictl.store.database import open_store
 
     store = open_store(url)

@@ -43,11 +43,11 @@ from bench.common import scratch_url  # noqa: E402
 from bench.feed import DATASET, build_catalog  # noqa: E402
 from bench.generate import add_sites  # noqa: E402
 from jedictl.config import load_settings  # noqa: E402
-from jedictl.engine.dispatcher import DispatchRequest, dispatch_jobs  # noqa: E402
-from jedictl.engine.generator import generate_pass  # noqa: E402
-from jedictl.engine.job_outcomes import ingest_reports, take_heartbeats  # noqa: E402
-from jedictl.engine.reports import Heartbeat  # noqa: E402
-from jedictl.engine.simulator import load_failure_mix, simulated_report  # noqa: E402
+from jedictl.engine.jobs.dispatcher import DispatchRequest, dispatch_jobs  # noqa: E402
+from jedictl.engine.generate.generator import generate_pass  # noqa: E402
+from jedictl.engine.jobs.outcomes import ingest_reports, take_heartbeats  # noqa: E402
+from jedictl.engine.jobs.reports import Heartbeat  # noqa: E402
+from jedictl.engine.sim.simulator import load_failure_mix, simulated_report  # noqa: E402
 from jedictl.store.database import open_store  # noqa: E402
 from jedictl.store.migrate import upgrade  # noqa: E402
 

@@ -11,9 +11,8 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from jedictl.engine import options as option_table
-from jedictl.engine import task_spec
-
+from jedictl.engine.task import options as option_table
+from jedictl.engine.task import spec as task_spec
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -39,7 +39,7 @@ def record_passes(app: AppContext, passes: Iterable[tuple[Any, float]]) -> int:
         errors += report.errors
         figures.append((report, duration, time.time()))
     if app.settings.metrics_file:
-        from jedictl.engine.metrics import PassFigures, status_counts, write_metrics
+        from jedictl.engine.views.metrics import PassFigures, status_counts, write_metrics
 
         tasks, jobs = status_counts(app.store())
         write_metrics(app.settings.metrics_file,

@@ -27,7 +27,7 @@ def broker(
     """
     app = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
     from jedictl.commands._agent import run_passes
-    from jedictl.engine.broker import broker_pass
+    from jedictl.engine.brokerage.broker import broker_pass
 
     store = app.store()
     run_passes(app, lambda: broker_pass(store, app.settings, app.owner, app.clock.now(), limit, seed), loop)

@@ -21,8 +21,8 @@ def import_(
 ) -> None:
     """Add datasets, containers, files and replicas. All or nothing; files already known are skipped."""
     app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
-    from jedictl.engine.catalog_import import import_data_catalog
-    from jedictl.engine.documents import load_document
+    from jedictl.engine.catalogs.importer import import_data_catalog
+    from jedictl.engine.input.documents import load_document
 
     text, name = read_source(source)
     document = load_document(text, name)
@@ -43,8 +43,8 @@ def add_files(
 ) -> None:
     """Append files to an open dataset (tasks reading it pick them up on their next feed)."""
     app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
-    from jedictl.engine.data_catalog import parse_files
-    from jedictl.engine.documents import load_list
+    from jedictl.engine.catalogs.data import parse_files
+    from jedictl.engine.input.documents import load_list
     from jedictl.store import data_catalog as store_catalog
 
     text, name = read_source(source)

@@ -42,7 +42,7 @@ def demo(
             if os.path.exists(path + suffix):
                 os.remove(path + suffix)
     app = context(ctx, db=path, config=config, output=output, verbose=verbose, quiet=quiet)
-    from jedictl.engine import demo as demo_engine
+    from jedictl.engine.sim import demo as demo_engine
     from jedictl.store.migrate import upgrade
 
     if is_url and demo_engine.holds_tasks(app.settings.db):  # before any migration touches someone's store

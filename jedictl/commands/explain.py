@@ -24,7 +24,7 @@ def task(
     and the brokerage trail of its next chunk: every site kept with its weight or dropped by the
     first rule that failed, with the values."""
     app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
-    from jedictl.engine.explain import explain_task
+    from jedictl.engine.views.explain import explain_task
     from jedictl.store.data_catalog import StoreDataCatalog
 
     with app_ctx.store().read() as conn:

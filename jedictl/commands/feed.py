@@ -27,7 +27,7 @@ def feed(
     """
     app = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
     from jedictl.commands._agent import run_passes
-    from jedictl.engine.feeder import feed_pass
+    from jedictl.engine.feed.feeder import feed_pass
 
     store = app.store()
     run_passes(app, lambda: feed_pass(store, app.settings, app.owner, app.clock.now(), limit), loop)

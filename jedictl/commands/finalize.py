@@ -28,7 +28,7 @@ def finalize(
     """
     app = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
     from jedictl.commands._agent import run_passes
-    from jedictl.engine.postprocessor import finalize_pass
+    from jedictl.engine.finalize.postprocessor import finalize_pass
 
     store = app.store()
     run_passes(app, lambda: finalize_pass(store, app.settings, app.owner, app.clock.now(), limit), loop)

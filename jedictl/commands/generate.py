@@ -32,7 +32,7 @@ def generate(
 
     app = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
     from jedictl.commands._agent import run_passes
-    from jedictl.engine.generator import generate_pass
+    from jedictl.engine.generate.generator import generate_pass
 
     settings = app.settings
     if no_throttle:

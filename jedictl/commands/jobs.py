@@ -28,7 +28,7 @@ def list_(
 ) -> None:
     """List jobs, newest first."""
     app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
-    from jedictl.engine.job_views import job_summary
+    from jedictl.engine.views.jobs import job_summary
     from jedictl.store import jobs as job_store
 
     with app_ctx.store().read() as conn:
@@ -46,7 +46,7 @@ def show(
 ) -> None:
     """Show one job: status, site, resources, rendered parameters and its files."""
     app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
-    from jedictl.engine.job_views import job_details, parse_job_ref
+    from jedictl.engine.views.jobs import job_details, parse_job_ref
 
     reference = parse_job_ref(job)
     with app_ctx.store().read() as conn:

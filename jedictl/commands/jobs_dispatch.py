@@ -49,7 +49,7 @@ def dispatch(
     import random
 
     app = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
-    from jedictl.engine.dispatcher import DispatchFilters, DispatchRequest, dispatch_jobs
+    from jedictl.engine.jobs.dispatcher import DispatchFilters, DispatchRequest, dispatch_jobs
 
     filters = DispatchFilters(memory_mb=memory, disk_mb=disk, walltime_s=walltime, resource_type=resource_type,
                               label=label.value if label else None, task_id=task_id)

@@ -28,8 +28,8 @@ def report(
     app = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
     from jedictl.commands._agent import emit_report
     from jedictl.engine.agent import PassReport
-    from jedictl.engine.job_outcomes import ingest_reports
-    from jedictl.engine.reports import parse_reports
+    from jedictl.engine.jobs.outcomes import ingest_reports
+    from jedictl.engine.jobs.reports import parse_reports
     from jedictl.errors import BadInput
 
     text, name = read_source(source)
@@ -64,8 +64,8 @@ def heartbeat(
     does not go back to running).
     """
     app = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
-    from jedictl.engine.job_outcomes import take_heartbeats
-    from jedictl.engine.reports import parse_heartbeat, parse_heartbeats
+    from jedictl.engine.jobs.outcomes import take_heartbeats
+    from jedictl.engine.jobs.reports import parse_heartbeat, parse_heartbeats
     from jedictl.errors import BadInput
 
     if source and job_ids:
@@ -101,7 +101,7 @@ def kill(
     heartbeat and ends when its executor reports (codes 9, 52 and 99 end it at once).
     """
     app = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
-    from jedictl.engine.job_outcomes import kill_jobs
+    from jedictl.engine.jobs.outcomes import kill_jobs
     from jedictl.errors import BadInput
     from jedictl.store import jobs as job_store
 

@@ -58,8 +58,8 @@ def show(
 @handle_errors
 def _show(ctx: typer.Context, tolerance: float, **options: Any) -> None:
     app_ctx = context(ctx, **options)
-    from jedictl.engine.queue_shares import load_usage, status_report
-    from jedictl.engine.share_definitions import current_definitions
+    from jedictl.engine.shares.usage import load_usage, status_report
+    from jedictl.engine.shares.definitions import current_definitions
 
     with app_ctx.store().read() as conn:
         report = status_report(current_definitions(conn, app_ctx.settings), load_usage(conn), tolerance / 100.0)
@@ -92,8 +92,8 @@ def import_(
     names defined twice are refused with exit 2); then one transaction. Tasks keep the queue and share
     they were given; new tasks are matched against the new definitions."""
     app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
-    from jedictl.engine.documents import load_document
-    from jedictl.engine.share_definitions import current_definitions, plan_import
+    from jedictl.engine.input.documents import load_document
+    from jedictl.engine.shares.definitions import current_definitions, plan_import
     from jedictl.store import queue_shares as share_store
 
     text, name = read_source(source)
@@ -126,7 +126,7 @@ def export(
     """The definitions in force (the store's, or the settings' until an import) in the import format;
     `queue-shares import` of the result changes nothing."""
     app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
-    from jedictl.engine.share_definitions import current_definitions, export_document
+    from jedictl.engine.shares.definitions import current_definitions, export_document
     from jedictl.errors import BadInput
     from jedictl.output import render
 
@@ -161,7 +161,7 @@ def set_(
     """Change one share. Until the first import this copies the settings' definitions of that section
     into the store, which holds them from then on."""
     app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
-    from jedictl.engine.share_definitions import current_definitions, plan_set
+    from jedictl.engine.shares.definitions import current_definitions, plan_set
     from jedictl.store import queue_shares as share_store
 
     with app_ctx.store().begin() as conn:

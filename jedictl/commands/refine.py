@@ -24,7 +24,7 @@ def refine(
     """
     app = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
     from jedictl.commands._agent import run_passes
-    from jedictl.engine.refiner import refine_pass
+    from jedictl.engine.refine.refiner import refine_pass
 
     store = app.store()
     run_passes(app, lambda: refine_pass(store, app.settings, app.owner, app.clock.now(), limit), loop)

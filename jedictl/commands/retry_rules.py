@@ -9,7 +9,7 @@ import typer
 from jedictl.commands._common import ConfigOpt, DbOpt, NowOpt, OutputOpt, QuietOpt, VerboseOpt, context, handle_errors, read_source
 
 if TYPE_CHECKING:
-    from jedictl.engine.retry_rules import RetryRule
+    from jedictl.engine.jobs.retry_rules import RetryRule
 
 app = typer.Typer(help="Retry rules: what to do when a job fails with a given error (PanDA's retry module).",
                   no_args_is_help=True)
@@ -20,7 +20,7 @@ RULE_COLUMNS = ["id", "error_source", "error_code", "message_pattern", "action",
 
 def rule_row(rule: RetryRule) -> dict[str, Any]:
     """A rule as one output row: the scope fields it sets are gathered in `scope`, unset ones left out."""
-    from jedictl.engine.retry_rules import SCOPE_FIELDS
+    from jedictl.engine.jobs.retry_rules import SCOPE_FIELDS
 
     return {
         "id": rule.id, "error_source": rule.error_source, "error_code": rule.error_code,
@@ -41,7 +41,7 @@ def import_(
 ) -> None:
     """Add the file's rules; rules already stored unchanged are skipped. All or nothing."""
     app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
-    from jedictl.engine.retry_rules import parse_rules_text
+    from jedictl.engine.jobs.retry_rules import parse_rules_text
     from jedictl.store import retry_rules as rule_store
 
     text, name = read_source(source)
@@ -104,7 +104,7 @@ def match(
 ) -> None:
     """Show the rule that would act on a job failing with this error, or "no rule matches"."""
     app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
-    from jedictl.engine.retry_rules import FailedJob, JobError, matches, select_rule
+    from jedictl.engine.jobs.retry_rules import FailedJob, JobError, matches, select_rule
     from jedictl.store import retry_rules as rule_store
 
     moment = app_ctx.clock.now()

@@ -31,7 +31,7 @@ def simulate(
     import random
 
     from jedictl.commands._agent import run_passes
-    from jedictl.engine.simulator import parse_error_option, simulate_pass
+    from jedictl.engine.sim.simulator import parse_error_option, simulate_pass
 
     chosen = [parse_error_option(text) for text in errors or []]
     rng = random.Random(seed)

@@ -23,8 +23,8 @@ def import_(
 ) -> None:
     """Create or update nuclei, storage endpoints and sites; report what changed. All or nothing."""
     app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
-    from jedictl.engine.catalog_import import import_resource_catalog
-    from jedictl.engine.documents import load_document
+    from jedictl.engine.catalogs.importer import import_resource_catalog
+    from jedictl.engine.input.documents import load_document
 
     text, name = read_source(source)
     document = load_document(text, name)
@@ -85,7 +85,7 @@ def set_status(
 ) -> None:
     """Change a site's status (brokerage uses only online sites; test sites only for test tasks)."""
     app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
-    from jedictl.engine.site_catalog import SITE_STATUSES
+    from jedictl.engine.catalogs.sites import SITE_STATUSES
     from jedictl.errors import BadInput
     from jedictl.store import sites as site_store
 

@@ -31,10 +31,10 @@ def split(
     Nothing is stored; the store is never opened.
     """
     app = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
-    from jedictl.engine.documents import parse_json
-    from jedictl.engine.splitters.contract import job_rows, jobs_document, parse_fileset
-    from jedictl.engine.splitters.jedi_limits import SplitDefaults
-    from jedictl.engine.splitters.registry import split_fileset
+    from jedictl.engine.input.documents import parse_json
+    from jedictl.engine.generate.splitters.contract import job_rows, jobs_document, parse_fileset
+    from jedictl.engine.generate.splitters.jedi_limits import SplitDefaults
+    from jedictl.engine.generate.splitters.registry import split_fileset
 
     params = _parse_params(param or [])
     text, name = read_source(source)

@@ -26,8 +26,8 @@ def submit(
     `jobParameters`; anything else is read as a jedictl task spec (docs/task-spec.md).
     """
     app = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
-    from jedictl.engine.documents import load_document
-    from jedictl.engine.submission import parse_definition, register_task
+    from jedictl.engine.input.documents import load_document
+    from jedictl.engine.task.submission import parse_definition, register_task
 
     text, name = read_source(source)
     document = load_document(text, name)

@@ -27,7 +27,7 @@ def list_(
 ) -> None:
     """List tasks, newest first."""
     app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
-    from jedictl.engine.inspect import list_tasks
+    from jedictl.engine.views.tasks import list_tasks
 
     with app_ctx.store().read() as conn:
         rows = list_tasks(conn, status or (), user, limit)
@@ -45,7 +45,7 @@ def show(
 ) -> None:
     """Show one task: options, resources, datasets with counters, templates and status history."""
     app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
-    from jedictl.engine.inspect import task_details
+    from jedictl.engine.views.tasks import task_details
 
     with app_ctx.store().read() as conn:
         details = task_details(conn, task_id)

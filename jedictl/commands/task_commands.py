@@ -23,7 +23,7 @@ def _run(ctx: typer.Context, command: str, task_id: int, user: str | None, comme
          **request: object) -> None:
     app = context(ctx, **options)
     from jedictl.commands.submit import _login_name
-    from jedictl.engine.task_commands import Request, run_command
+    from jedictl.engine.commando.commands import Request, run_command
 
     outcome = run_command(app.store(), Request(command, task_id, user or _login_name(), comment, **request), app.settings,
                           app.clock.now())
@@ -98,7 +98,7 @@ def incexec(
     with its input datasets to be fed again, so `feed` picks up files added since. Accepted in
     finished, failed, aborted, done and exhausted.
     """
-    from jedictl.engine.documents import load_document
+    from jedictl.engine.input.documents import load_document
 
     text, name = read_source(source)
     _run(ctx, "incexec", task_id, user, comment, _globals(db, config, output, now, verbose, quiet), changes=load_document(text, name))
@@ -171,7 +171,7 @@ def settle(
     """
     app = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
     from jedictl.commands.submit import _login_name
-    from jedictl.engine.task_commands import settle_pass
+    from jedictl.engine.commando.commands import settle_pass
 
     outcomes = settle_pass(app.store(), app.settings, app.clock.now(), user or _login_name(), task_ids or (), limit)
     counts: dict[str, int] = {}

@@ -28,7 +28,7 @@ def watch(
     """
     app = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
     from jedictl.commands._agent import run_passes
-    from jedictl.engine.watchdog import watch_pass
+    from jedictl.engine.watch.watchdog import watch_pass
 
     store = app.store()
     run_passes(app, lambda: watch_pass(store, app.settings, app.owner, app.clock.now(), limit), loop)

@@ -18,37 +18,37 @@ AGENTS = ("refine", "feed", "broker", "generate", "finalize", "watch")
 
 
 def _refine(store: Any, settings: Settings, owner: str, now: datetime, seed: int | None) -> PassReport:
-    from jedictl.engine.refiner import refine_pass
+    from jedictl.engine.refine.refiner import refine_pass
 
     return refine_pass(store, settings, owner, now)
 
 
 def _feed(store: Any, settings: Settings, owner: str, now: datetime, seed: int | None) -> PassReport:
-    from jedictl.engine.feeder import feed_pass
+    from jedictl.engine.feed.feeder import feed_pass
 
     return feed_pass(store, settings, owner, now)
 
 
 def _broker(store: Any, settings: Settings, owner: str, now: datetime, seed: int | None) -> PassReport:
-    from jedictl.engine.broker import broker_pass
+    from jedictl.engine.brokerage.broker import broker_pass
 
     return broker_pass(store, settings, owner, now, seed=seed)
 
 
 def _generate(store: Any, settings: Settings, owner: str, now: datetime, seed: int | None) -> PassReport:
-    from jedictl.engine.generator import generate_pass
+    from jedictl.engine.generate.generator import generate_pass
 
     return generate_pass(store, settings, owner, now, seed=seed)
 
 
 def _finalize(store: Any, settings: Settings, owner: str, now: datetime, seed: int | None) -> PassReport:
-    from jedictl.engine.postprocessor import finalize_pass
+    from jedictl.engine.finalize.postprocessor import finalize_pass
 
     return finalize_pass(store, settings, owner, now)
 
 
 def _watch(store: Any, settings: Settings, owner: str, now: datetime, seed: int | None) -> PassReport:
-    from jedictl.engine.watchdog import watch_pass
+    from jedictl.engine.watch.watchdog import watch_pass
 
     return watch_pass(store, settings, owner, now)
 

@@ -2,7 +2,7 @@
 measures, the file counts of the avalanche, and the writes of the end of a task -- dataset statuses,
 catalog datasets closed, child tasks kicked.
 
-Everything runs in the caller's transaction; the engine (engine.postprocessor) decides.
+Everything runs in the caller's transaction; the engine (engine.finalize.postprocessor) decides.
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ def insert_records(
     conn: Connection, task_id: int, dataset_id: int, dataset_type: str, records: Iterable[Sequence], status: str,
     max_attempt: int | None, max_failure: int | None, keep_track: bool, now: datetime,
 ) -> int:
-    """Bulk-insert feeder records (engine.feed_records.Record tuples); returns how many."""
+    """Bulk-insert feeder records (engine.feed.records.Record tuples); returns how many."""
     rows = [
         (task_id, dataset_id, r[0], r[1], r[2], r[3], r[4], dataset_type, status, 0, max_attempt, 0, max_failure, keep_track,
          r[5], r[6], r[7], r[8], r[9], now)

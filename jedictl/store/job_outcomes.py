@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, exists, func, insert, select, update
 
-from jedictl.engine.job_results import DatasetDelta, FileRecord, FileUpdate, JobFileRecord
+from jedictl.engine.jobs.results import DatasetDelta, FileRecord, FileUpdate, JobFileRecord
 from jedictl.model import JobStatus
 from jedictl.store.bulk import insert_new_returning, insert_tuples, slices, update_tuples
 from jedictl.store.schema import (

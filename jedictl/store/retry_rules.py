@@ -1,7 +1,7 @@
 """Named operations on `retry_rules`: idempotent import, listing, removal, and loading for the report path.
 
 Rules are few (tens to hundreds), so comparisons are done in Python on whole rows; the report path
-loads them once per batch with `load_rules` and matches in memory (`jedictl.engine.retry_rules`).
+loads them once per batch with `load_rules` and matches in memory (`jedictl.engine.jobs.retry_rules`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy import Connection, String, delete, insert, or_, select
 
-from jedictl.engine.retry_rules import RetryRule, normalise_source
+from jedictl.engine.jobs.retry_rules import RetryRule, normalise_source
 from jedictl.errors import BadInput, NotFound
 from jedictl.store.schema import retry_rules
 

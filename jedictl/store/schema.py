@@ -5,7 +5,7 @@ Conventions:
   its sequence instead of `INSERT ... RETURNING` (performance.md, pitfall 1).
 - Times are naive UTC (`jedictl.clock`). No timestamp doubles as a flag: leases, waits and throttling have
   their own columns (`lease_owner`/`lease_expires_at`, `wait_until`, `num_throttled`).
-- Typed options are JSON validated by `jedictl.engine.options`; the PanDA `splitRule` string is only an
+- Typed options are JSON validated by `jedictl.engine.task.options`; the PanDA `splitRule` string is only an
   export format.
 - Hot bulk columns (`files.job_id`, `job_files.file_id`) carry no foreign key: the constraint check
   would be paid per row on the feeder/generator paths and the engine writes them in the same
@@ -384,7 +384,7 @@ work_queues = Table(
     Column("partition_id", ID, ForeignKey("work_queues.id")),
     Column("share", Float),
     Column("queue_order", Integer),
-    Column("criteria", Text, nullable=False, default=""),  # parsed by engine.expressions, never executed
+    Column("criteria", Text, nullable=False, default=""),  # parsed by engine.input.expressions, never executed
     Column("variables", JSON),
     Column("stretchable", Boolean, nullable=False, default=False),
     Column("status", String(16), nullable=False, default="active"),

@@ -1,7 +1,7 @@
 """Named queries of the watch pass: the tasks each watchdog action looks at, the figures it decides on,
 and the few writes that are not a status change (picked files put back, a boost on queued jobs).
 
-Everything runs in the caller's transaction; the engine (engine.watchdog) decides and applies.
+Everything runs in the caller's transaction; the engine (engine.watch.watchdog) decides and applies.
 """
 
 from __future__ import annotations

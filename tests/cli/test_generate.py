@@ -8,7 +8,7 @@ import random
 import yaml
 from sqlalchemy import select, update
 
-from jedictl.engine.task_order import Candidate, order_tasks
+from jedictl.engine.generate.task_order import Candidate, order_tasks
 from jedictl.store.invariants import check_all
 from jedictl.store.schema import datasets, files, tasks
 from tests.cli.test_refine import EXAMPLES as SPEC_EXAMPLES
@@ -176,8 +176,7 @@ def test_task_order_is_round_robin_across_users_with_an_express_lane():
 
 
 def test_candidates_that_became_full_leave_the_task_pending_with_that_reason(cli, store, tmp_path, monkeypatch):
-    from jedictl.engine import generator
-
+    from jedictl.engine.generate import generator
     _grid(cli, store, tmp_path)
     cli("submit", "-", db=store, input=json.dumps({**WORKED_EXAMPLE, "skipScout": True}))
     for agent in (("refine",), ("feed",), ("broker", "--seed", "1")):

@@ -1,4 +1,4 @@
-"""Job timeouts applied (engine.job_expiry): expired jobs are closed and their files placed again."""
+"""Job timeouts applied (engine.jobs.expiry): expired jobs are closed and their files placed again."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from sqlalchemy import select
 
 from jedictl.clock import parse_time
 from jedictl.config import load_settings
-from jedictl.engine.job_expiry import close_expired_jobs
+from jedictl.engine.jobs.expiry import close_expired_jobs
 from jedictl.store.database import open_store
 from jedictl.store.schema import job_retry_history, jobs
 from tests.cli.test_jobs_report import _consistent, _files, _task

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import yaml
 from sqlalchemy import select, update
 
-from jedictl.engine.dispatcher import INPUT_KEYS, OUTPUT_KEYS, PAYLOAD_KEYS, DispatchFilters, job_payload
+from jedictl.engine.jobs.dispatcher import INPUT_KEYS, OUTPUT_KEYS, PAYLOAD_KEYS, DispatchFilters, job_payload
 from jedictl.store.schema import job_files, jobs
 from tests.cli.test_generate import WORKED_EXAMPLE, _grid, _pipeline
 from tests.cli.test_refine import EXAMPLES as SPEC_EXAMPLES

@@ -1,7 +1,7 @@
 """Every task command in every task status, through the CLI: accepted or refused as JEDI does.
 
 The allowed sets are written out by hand from panda-server.md §1.2 (`_check_command_allowed`) and
-jedi-inventory.md §9.1 in tests/engine/test_commando.py, not derived from the code under test. A
+jedi-inventory.md §9.1 in tests/engine/commando/test_rules.py, not derived from the code under test. A
 refusal must be one line naming the task, its status and what the command needs, exit 2, and leave
 the store exactly as it was; an acceptance is recorded in `task_commands` with who, when and why.
 
@@ -22,7 +22,7 @@ from jedictl.store.schema import metadata, task_commands, tasks
 from tests.cli.test_generate import _grid
 from tests.cli.test_jobs_report import TASK
 from tests.conftest import Cli
-from tests.engine.test_commando import ACCEPTED, ALL_STATUSES
+from tests.engine.commando.test_rules import ACCEPTED, ALL_STATUSES
 from tests.helpers import run_sql
 
 NOW = "2026-12-01T10:00:00"

@@ -15,8 +15,8 @@ import pytest
 from sqlalchemy import func, select
 
 from jedictl.clock import utcnow
-from jedictl.engine.data_catalog import CatalogFile
-from jedictl.engine.submission import parse_definition, register_task
+from jedictl.engine.catalogs.data import CatalogFile
+from jedictl.engine.task.submission import parse_definition, register_task
 from jedictl.store import data_catalog as store_catalog
 from jedictl.store.database import open_store
 from jedictl.store.invariants import check_all

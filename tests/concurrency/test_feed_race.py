@@ -8,8 +8,8 @@ import pytest
 from sqlalchemy import func, select
 
 from jedictl.clock import utcnow
-from jedictl.engine.data_catalog import CatalogFile
-from jedictl.engine.submission import parse_definition, register_task
+from jedictl.engine.catalogs.data import CatalogFile
+from jedictl.engine.task.submission import parse_definition, register_task
 from jedictl.store import data_catalog as store_catalog
 from jedictl.store.database import open_store
 from jedictl.store.invariants import check_all
@@ -132,8 +132,7 @@ def test_a_feeder_killed_midway_is_completed_without_duplicates(cli, store, monk
     """A feeder dies after its first dataset transaction, lease held; once the lease expires the
     next pass finishes the task and re-reads nothing twice."""
     from jedictl.config import load_settings
-    from jedictl.engine import feeder
-
+    from jedictl.engine.feed import feeder
     _prepare(store, 50)
     cli("refine", db=store)
     written = []

@@ -144,7 +144,7 @@ def test_a_finalize_that_dies_between_two_steps_is_completed_once_its_lease_expi
     """The deterministic half: the process dies after writing `prepared` (its lease still held); a pass
     at the same moment leaves the task alone, one after the lease expired ends it."""
     from jedictl.config import load_settings
-    from jedictl.engine import postprocessor
+    from jedictl.engine.finalize import postprocessor
     from jedictl.store.database import open_store
 
     store = sqlite_url

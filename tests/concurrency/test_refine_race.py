@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import func, select
 
 from jedictl.clock import utcnow
-from jedictl.engine.submission import parse_definition, register_task
+from jedictl.engine.task.submission import parse_definition, register_task
 from jedictl.store.database import open_store
 from jedictl.store.schema import datasets, task_status_history, tasks
 from tests.cli.test_refine import EXAMPLES

@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 from hypothesis import strategies as st
 
-from jedictl.engine.options import SPECS
+from jedictl.engine.task.options import SPECS
 
 INT32 = 2**31 - 1
 

@@ -9,7 +9,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jedictl.engine.expressions import KNOWN_ATTRIBUTES
+from jedictl.engine.input.expressions import KNOWN_ATTRIBUTES
 from tests.conftest import ROOT
 from tests.fuzz.conftest import SEED_TASK
 from tests.fuzz.strategies import SAFE_REGEXES, broken_documents, free_text, names, serialise

@@ -1,0 +1,19 @@
+"""The engine: JEDI's agents and their policies, plain Python, in one room per agent or aggregate.
+
+Rooms, from the bottom layer up (a room may import only rooms below it; `import-linter` enforces it):
+
+    agent       the leased claim-and-handle loop every pass shares, and its PassReport
+    input       documents, typed fields, safe regexes, work-queue criteria      (pure)
+    task        options, definition, spec and PanDA parameters, templates, final-status rules
+    catalogs    data catalog and resource catalog
+    shares      work queues, global shares, resource types, usage, throttler
+    jobs        job states, results, outcomes, reports, dispatcher, retry module, expiry
+    brokerage   the Task Broker pass, task and job brokerage, filters, site needs
+    commando    operator commands on tasks
+    refine, feed, generate, finalize, watch     one room per agent pass
+    views       task and job views, explain, metrics (read only)
+    pipeline    every agent in order: `jedictl run`
+    sim         the pilot simulator and the demo
+
+The engine imports the store and never Typer or rich; the store never imports the engine.
+"""

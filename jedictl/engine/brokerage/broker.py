@@ -1,0 +1,88 @@
+"""The Task Broker pass (jedi-inventory.md §5): a nucleus -- the output destination -- for every task
+in `assigning`, then `ready`.
+
+The choice itself is engine.brokerage.task_brokerage.choose_nucleus (filters, weights, a seeded weighted draw);
+this module loads what it needs once per pass, commits each choice under the task's lease (nucleus,
+output destinations, status), and adds the task's remaining work to its nucleus so the next task in
+the same pass sees that load. A task no nucleus fits keeps `assigning` with the reasons in its error
+dialog and is brokered again after `task_broker.retry_minutes`.
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import datetime, timedelta
+from typing import Any, Callable
+
+from sqlalchemy import or_, select, update
+
+from jedictl.config import Settings
+from jedictl.engine.agent import PassReport, leased_pass
+from jedictl.engine.brokerage.loading import chunk_of, load_catalog, load_site_loads, load_task_works, next_chunk_files
+from jedictl.engine.catalogs.data import DataCatalog
+from jedictl.engine.brokerage.model import task_requirements_from_row
+from jedictl.engine.task.options import options_from_dict
+from jedictl.engine.brokerage.task_brokerage import TaskWork, choose_nucleus
+from jedictl.errors import LeaseLost
+from jedictl.model import TaskStatus
+from jedictl.store import leases
+from jedictl.store import tasks as task_store
+from jedictl.store.data_catalog import StoreDataCatalog
+from jedictl.store.schema import datasets, tasks
+
+# Final outputs go to the nucleus; unmerged twins (trn_*, token TOMERGE) stay where their jobs ran
+# until merge jobs there read them, so they play no part in choosing a nucleus.
+OUTPUT_TYPES = ("output", "log")
+
+
+def broker_pass(store: Any, settings: Settings, owner: str, now: datetime, limit: int | None = None, seed: int | None = None,
+                catalog_factory: Callable[[Any], DataCatalog] | None = None) -> PassReport:
+    rng = random.Random(seed)
+    factory = catalog_factory or StoreDataCatalog
+    with store.read() as conn:
+        catalog, loads, works = load_catalog(conn), load_site_loads(conn), load_task_works(conn)
+
+    def handle(task_id: int) -> tuple[str, str | None]:
+        with store.begin() as conn:
+            return _broker_one(conn, task_id, catalog, loads, works, factory(conn), settings, owner, now, rng)
+
+    candidates = (tasks.c.status == TaskStatus.ASSIGNING.value) & or_(tasks.c.wait_until.is_(None), tasks.c.wait_until <= now)
+    return leased_pass(store, PassReport("broker"), candidates, [tasks.c.current_priority.desc(), tasks.c.id], handle,
+                       owner=owner, now=now, lease_seconds=settings.lease.seconds, limit=limit or settings.task_broker.limit,
+                       claim_batch=settings.task_broker.claim_batch)
+
+
+def _broker_one(conn: Any, task_id: int, catalog: Any, loads: Any, works: list[TaskWork], data: DataCatalog,
+                settings: Settings, owner: str, now: datetime, rng: random.Random) -> tuple[str, str | None]:
+    task = task_store.get_task(conn, task_id)
+    requirements = task_requirements_from_row(task._mapping, options_from_dict(task.options))
+    outputs = list(conn.execute(select(datasets.c.id, datasets.c.storage_token).where(
+        datasets.c.task_id == task_id, datasets.c.type.in_(OUTPUT_TYPES))))
+    tokens = sorted({row.storage_token or "" for row in outputs})
+    chunk = chunk_of(next_chunk_files(conn, task_id, settings.task_broker.input_files), data)
+    result = choose_nucleus(
+        requirements, chunk, catalog, works, loads, settings.task_broker, settings.brokerage, rng,
+        output_tokens=tokens, assigning_days=(now - task.state_changed_at).total_seconds() / 86400,
+    )
+    release = {"lease_owner": None, "lease_expires_at": None}
+    if not result.ok:
+        dialog = result.error_dialog()
+        done = conn.execute(update(tasks).where(leases.owned(tasks, task_id, owner), tasks.c.status == TaskStatus.ASSIGNING.value)
+                            .values(error_dialog=dialog, wait_until=now + timedelta(minutes=settings.task_broker.retry_minutes),
+                                    modified_at=now, **release)).rowcount
+        if done != 1:
+            raise LeaseLost(f"task {task_id} changed while being brokered")
+        return "waiting", dialog
+    for row in outputs:
+        destination = result.destinations.get(row.storage_token or "")
+        if destination:
+            conn.execute(update(datasets).where(datasets.c.id == row.id).values(destination=destination, modified_at=now))
+    moved = task_store.change_status(conn, task_id, TaskStatus.READY, [TaskStatus.ASSIGNING], f"nucleus {result.nucleus}", owner, now,
+                                     owner=owner, nucleus=result.nucleus, error_dialog=None, wait_until=None, **release)
+    if not moved:
+        raise LeaseLost(f"task {task_id} changed while being brokered")
+    master_events = sum(chunk.file_events)
+    works.append(TaskWork(task_id=task_id, nucleus=result.nucleus, status=TaskStatus.READY.value, priority=task.current_priority,
+                          n_events=master_events, n_events_used=0, cpu_time=task.cpu_time, cpu_time_unit=task.cpu_time_unit,
+                          work_queue=task.work_queue))
+    return "ready", f"nucleus {result.nucleus}"

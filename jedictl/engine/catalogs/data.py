@@ -1,0 +1,198 @@
+"""The data catalog as the engine sees it (JEDI's DDM): an interface, its value types, and the import
+file format (docs/data-catalog.md).
+
+The feeder and the brokers only talk to `DataCatalog`. The store-backed catalog
+(`jedictl.store.data_catalog.StoreDataCatalog`) is the first implementation; one backed by Rucio would
+implement the same methods and slot in without touching the engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterator, Mapping, NamedTuple, Protocol, Sequence
+
+from jedictl.engine.input import fields
+from jedictl.engine.task.definition import check_name
+from jedictl.errors import BadInput
+
+STATES = ("open", "closed")
+
+
+class CatalogFile(NamedTuple):
+    """One file of a dataset. A NamedTuple: the feeder streams millions of them."""
+
+    lfn: str
+    scope: str | None = None
+    guid: str | None = None
+    size: int | None = None
+    checksum: str | None = None
+    n_events: int | None = None
+    run: int | None = None
+    lumi_blocks: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class CatalogDataset:
+    name: str
+    kind: str  # dataset | container
+    state: str  # open | closed
+    scope: str | None = None
+
+
+@dataclass(frozen=True)
+class Replica:
+    endpoint: str
+    complete: bool
+    kind: str  # disk | tape (the endpoint's)
+
+
+class DataCatalog(Protocol):
+    """What the engine needs from a data-management system."""
+
+    def dataset(self, name: str) -> CatalogDataset | None:
+        """The dataset or container, or None when the catalog does not know it."""
+
+    def constituents(self, container: str) -> list[str]:
+        """The datasets of a container, in a stable order; [name] for a plain dataset."""
+
+    def iter_files(self, dataset: str, batch_size: int) -> Iterator[list[CatalogFile]]:
+        """All files of a dataset (not a container), ordered by LFN, in batches."""
+
+    def replicas(self, dataset: str) -> list[Replica]:
+        """Where the dataset has replicas."""
+
+    def replica_map(self, dataset: str, lfns: Sequence[str]) -> dict[str, set[str]]:
+        """Endpoint -> those of `lfns` it holds (a dataset or a container)."""
+
+
+# ------------------------------------------------------------------------------------ import file
+
+@dataclass(frozen=True)
+class DatasetImport:
+    name: str
+    scope: str | None
+    state: str | None  # None: leave an existing dataset's state alone (new datasets are open)
+    files: list[CatalogFile]
+    replicas: list[tuple[str, bool, tuple[str, ...] | None]]  # (endpoint, complete, files present if incomplete)
+    attributes: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ContainerImport:
+    name: str
+    datasets: list[str]
+    state: str = "closed"
+
+
+@dataclass(frozen=True)
+class CatalogImport:
+    datasets: list[DatasetImport]
+    containers: list[ContainerImport]
+
+
+_DATASET_KEYS = ("name", "scope", "state", "files", "replicas", "attributes")
+_FILE_KEYS = ("lfn", "scope", "guid", "size", "checksum", "events", "run", "lumi_blocks")
+
+
+def parse_catalog_import(document: Mapping[str, Any], known_endpoints: set[str], known_datasets: set[str]) -> CatalogImport:
+    """Validate a data-catalog file against the endpoints and datasets already known."""
+    for key in document:
+        if key not in ("datasets", "containers"):
+            raise BadInput("unknown section (use datasets, containers)", str(key))
+    datasets = [parse_dataset(raw, f"datasets[{i}]", known_endpoints) for i, raw in enumerate(fields.sequence(document.get("datasets"), "datasets"))]
+    names = [d.name for d in datasets]
+    for index, name in enumerate(names):
+        if name in names[:index]:
+            raise BadInput(f"dataset {name!r} is listed twice", f"datasets[{index}].name")
+    defined = set(names) | known_datasets
+    containers = []
+    for index, raw in enumerate(fields.sequence(document.get("containers"), "containers")):
+        path = f"containers[{index}]"
+        body = fields.mapping(raw, path)
+        for key in body:
+            if key not in ("name", "datasets", "state"):
+                raise BadInput("unknown field", f"{path}.{key}")
+        state = fields.text(body.get("state"), f"{path}.state") or "closed"
+        if state not in STATES:
+            raise BadInput(f"must be one of {', '.join(STATES)}", f"{path}.state")
+        name = check_name(fields.text(body.get("name"), f"{path}.name", required=True), f"{path}.name", "container name")
+        members = fields.names(body.get("datasets"), f"{path}.datasets")
+        for position, member in enumerate(members):
+            if member not in defined:
+                raise BadInput(f"unknown dataset {member!r}", f"{path}.datasets[{position}]")
+            if member == name:
+                raise BadInput("a container cannot contain itself", f"{path}.datasets[{position}]")
+        if name in set(names):
+            raise BadInput(f"{name!r} is also listed as a dataset", f"{path}.name")
+        containers.append(ContainerImport(name=name, datasets=list(dict.fromkeys(members)), state=state))
+    return CatalogImport(datasets=datasets, containers=containers)
+
+
+def parse_dataset(raw: Any, path: str, known_endpoints: set[str]) -> DatasetImport:
+    body = fields.mapping(raw, path)
+    for key in body:
+        if key not in _DATASET_KEYS:
+            raise BadInput("unknown field", f"{path}.{key}")
+    name = check_name(fields.text(body.get("name"), f"{path}.name", required=True), f"{path}.name", "dataset name")
+    state = fields.text(body.get("state"), f"{path}.state")
+    if state is not None and state not in STATES:
+        raise BadInput(f"must be one of {', '.join(STATES)}", f"{path}.state")
+    files = parse_files(body.get("files"), f"{path}.files")
+    lfns = {f.lfn for f in files}
+    replicas = []
+    for index, replica in enumerate(fields.sequence(body.get("replicas"), f"{path}.replicas")):
+        where = f"{path}.replicas[{index}]"
+        entry = fields.mapping(replica, where)
+        for key in entry:
+            if key not in ("endpoint", "complete", "files"):
+                raise BadInput("unknown field", f"{where}.{key}")
+        endpoint = fields.text(entry.get("endpoint"), f"{where}.endpoint", required=True, max_length=128) or ""
+        if endpoint not in known_endpoints:
+            raise BadInput(f"unknown storage endpoint {endpoint!r} (import it with `jedictl sites import` first)", f"{where}.endpoint")
+        complete = entry.get("complete", True) is not False
+        present = fields.names(entry.get("files"), f"{where}.files")
+        if complete and present:
+            raise BadInput("a complete replica holds every file; list files only for an incomplete one", f"{where}.files")
+        for position, lfn in enumerate(present):
+            if lfn not in lfns:
+                raise BadInput(f"{lfn!r} is not a file of this dataset", f"{where}.files[{position}]")
+        replicas.append((endpoint, complete, tuple(present) if not complete else None))
+    return DatasetImport(name=name, scope=fields.text(body.get("scope"), f"{path}.scope", max_length=64), state=state,
+                         files=files, replicas=replicas, attributes=fields.free_form(body.get("attributes"), f"{path}.attributes"))
+
+
+def parse_files(raw: Any, path: str) -> list[CatalogFile]:
+    """File entries; a duplicate LFN, a negative size or a bad field is refused with its path."""
+    files = []
+    seen: set[str] = set()
+    for index, item in enumerate(fields.sequence(raw, path)):
+        where = f"{path}[{index}]"
+        entry = fields.mapping(item, where)
+        for key in entry:
+            if key not in _FILE_KEYS:
+                raise BadInput("unknown field", f"{where}.{key}")
+        lfn = check_name(fields.text(entry.get("lfn"), f"{where}.lfn", required=True), f"{where}.lfn", "file name")
+        if lfn in seen:
+            raise BadInput(f"duplicate file name {lfn!r} in the dataset", f"{where}.lfn")
+        seen.add(lfn)
+        lumis = entry.get("lumi_blocks")
+        if lumis is not None:
+            if not isinstance(lumis, list) or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in lumis):
+                raise BadInput("must be a list of non-negative integers", f"{where}.lumi_blocks")
+        files.append(CatalogFile(
+            lfn=lfn,
+            scope=fields.text(entry.get("scope"), f"{where}.scope", max_length=64),
+            guid=fields.text(entry.get("guid"), f"{where}.guid", max_length=64),
+            size=fields.integer(entry.get("size"), f"{where}.size", minimum=0),
+            checksum=fields.text(entry.get("checksum"), f"{where}.checksum", max_length=64),
+            n_events=fields.integer(entry.get("events"), f"{where}.events", minimum=0),
+            run=fields.integer(entry.get("run"), f"{where}.run", minimum=0),
+            lumi_blocks=tuple(lumis) if lumis is not None else None,
+        ))
+    return files
+
+
+def file_as_dict(file: CatalogFile) -> dict[str, Any]:
+    data = {"lfn": file.lfn, "scope": file.scope, "guid": file.guid, "size": file.size, "checksum": file.checksum,
+            "events": file.n_events, "run": file.run, "lumi_blocks": list(file.lumi_blocks) if file.lumi_blocks is not None else None}
+    return {k: v for k, v in data.items() if v is not None}

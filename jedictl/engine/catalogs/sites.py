@@ -1,0 +1,163 @@
+"""The resource catalog file (PanDA's schedconfig/CRIC): nuclei, storage endpoints and sites (PanDA
+queues), validated into plain records for `jedictl sites import`. Format: docs/sites.md.
+
+Validation is whole-file: every reference (a site's nucleus, its read/write endpoints, an endpoint's
+nucleus) must resolve to something in the file or already in the catalog, so an import either applies
+completely or not at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Collection, Mapping
+
+from jedictl.engine.input import fields
+from jedictl.errors import BadInput
+
+SITE_STATUSES = ("online", "brokeroff", "offline", "test")
+NUCLEUS_STATUSES = ("active", "inactive")
+ENDPOINT_KINDS = ("disk", "tape")
+
+
+def _choice(choices: tuple[str, ...], default: str | None = None) -> Callable[[Any, str], Any]:
+    def read(value: Any, path: str) -> Any:
+        text = fields.text(value, path) or default
+        if text not in choices:
+            raise BadInput(f"must be one of {', '.join(choices)}", path)
+        return text
+    return read
+
+
+def _count(value: Any, path: str) -> int | None:
+    return fields.integer(value, path, minimum=0, maximum=fields.INT32_MAX)  # INTEGER columns
+
+
+def _positive(value: Any, path: str) -> float | None:
+    return fields.number(value, path, minimum=0)
+
+
+def _names(value: Any, path: str) -> list[str] | None:
+    return fields.names(value, path) or None
+
+
+def _caps(value: Any, path: str) -> dict[str, dict[str, int]] | None:
+    """Per job type (prodSourceLabel) caps: {"managed": {"max_running": 100, "max_queued": 50}}."""
+    caps = {}
+    for label, body in fields.mapping(value, path).items():
+        entry = fields.mapping(body, f"{path}.{label}")
+        for key in entry:
+            if key not in ("max_running", "max_queued"):
+                raise BadInput("unknown cap (use max_running, max_queued)", f"{path}.{label}.{key}")
+        caps[str(label)] = {key: fields.integer(entry[key], f"{path}.{label}.{key}", minimum=0, maximum=fields.INT32_MAX) for key in entry}
+    return caps or None
+
+
+def _flag_default(default: bool) -> Callable[[Any, str], bool]:
+    return lambda value, path: default if value is None else fields.flag(value, path)
+
+
+# Each entity: field -> reader. The readers double as the documentation's field list (docs/sites.md).
+NUCLEUS_FIELDS: dict[str, Callable[[Any, str], Any]] = {
+    "name": lambda v, p: fields.text(v, p, required=True, max_length=64),
+    "status": _choice(NUCLEUS_STATUSES, "active"),
+    "cloud": lambda v, p: fields.text(v, p, max_length=64),
+}
+ENDPOINT_FIELDS: dict[str, Callable[[Any, str], Any]] = {
+    "name": lambda v, p: fields.text(v, p, required=True, max_length=128),
+    "kind": _choice(ENDPOINT_KINDS, "disk"),
+    "nucleus": lambda v, p: fields.text(v, p, max_length=64),
+    "free_gb": lambda v, p: _positive(v, p) or 0.0,
+    "total_gb": lambda v, p: _positive(v, p) or 0.0,
+    "blacklisted_read": _flag_default(False),
+    "blacklisted_write": _flag_default(False),
+}
+SITE_FIELDS: dict[str, Callable[[Any, str], Any]] = {
+    "name": lambda v, p: fields.text(v, p, required=True, max_length=64),
+    "status": _choice(SITE_STATUSES, "online"),
+    "cloud": lambda v, p: fields.text(v, p, max_length=64),
+    "tier": lambda v, p: fields.integer(v, p, minimum=0, maximum=3),
+    "nucleus": lambda v, p: fields.text(v, p, max_length=64),
+    "core_count": lambda v, p: fields.integer(v, p, minimum=-1, maximum=1024),  # 0 or -1: dynamic slots
+    "core_power": _positive,
+    "min_memory": _count,
+    "max_memory": _count,
+    "min_walltime": _count,
+    "max_walltime": _count,
+    "max_scratch_mb": _count,
+    "processing_types": _names,
+    "excluded_processing_types": _names,
+    "releases": _names,
+    "containers": _names,
+    "max_running": _count,
+    "max_queued": _count,
+    "job_caps": _caps,
+    "pilots_active": _flag_default(True),
+    "direct_io": _flag_default(False),
+    "transferring_limit": _count,
+}
+SITE_STORAGE_KEYS = ("read_endpoints", "write_endpoints")
+
+
+@dataclass(frozen=True)
+class ResourceCatalog:
+    nuclei: list[dict[str, Any]]
+    endpoints: list[dict[str, Any]]
+    sites: list[dict[str, Any]]
+    site_storage: list[tuple[str, str, str]]  # (site, endpoint, read|write)
+
+
+def parse_resource_catalog(
+    document: Mapping[str, Any],
+    known_nuclei: Collection[str] = (),
+    known_endpoints: Collection[str] = (),
+) -> ResourceCatalog:
+    """Validate a sites file; `known_*` are names already in the catalog that references may use."""
+    for key in document:
+        if key not in ("nuclei", "storage_endpoints", "sites"):
+            raise BadInput("unknown section (use nuclei, storage_endpoints, sites)", str(key))
+    nuclei = _entities(document.get("nuclei"), "nuclei", NUCLEUS_FIELDS)
+    endpoints = _entities(document.get("storage_endpoints"), "storage_endpoints", ENDPOINT_FIELDS)
+    nucleus_names = set(known_nuclei) | {n["name"] for n in nuclei}
+    endpoint_names = set(known_endpoints) | {e["name"] for e in endpoints}
+    for index, endpoint in enumerate(endpoints):
+        if endpoint["nucleus"] and endpoint["nucleus"] not in nucleus_names:
+            raise BadInput(f"unknown nucleus {endpoint['nucleus']!r}", f"storage_endpoints[{index}].nucleus")
+    sites, storage = [], []
+    for index, raw in enumerate(fields.sequence(document.get("sites"), "sites")):
+        path = f"sites[{index}]"
+        body = fields.mapping(raw, path)
+        site = _entity(body, path, SITE_FIELDS, extra=SITE_STORAGE_KEYS)
+        if site["nucleus"] and site["nucleus"] not in nucleus_names:
+            raise BadInput(f"unknown nucleus {site['nucleus']!r}", f"{path}.nucleus")
+        for low, high in (("min_memory", "max_memory"), ("min_walltime", "max_walltime")):
+            if site[low] is not None and site[high] is not None and site[low] > site[high]:
+                raise BadInput(f"is larger than {high}", f"{path}.{low}")
+        for role in ("read", "write"):
+            for position, endpoint in enumerate(fields.names(body.get(f"{role}_endpoints"), f"{path}.{role}_endpoints")):
+                if endpoint not in endpoint_names:
+                    raise BadInput(f"unknown storage endpoint {endpoint!r}", f"{path}.{role}_endpoints[{position}]")
+                storage.append((site["name"], endpoint, role))
+        sites.append(site)
+    return ResourceCatalog(nuclei=nuclei, endpoints=endpoints, sites=sites, site_storage=storage)
+
+
+def _entities(raw: Any, section: str, spec: Mapping[str, Callable[[Any, str], Any]]) -> list[dict[str, Any]]:
+    result = []
+    seen: set[str] = set()
+    for index, item in enumerate(fields.sequence(raw, section)):
+        path = f"{section}[{index}]"
+        entity = _entity(fields.mapping(item, path), path, spec)
+        if entity["name"] in seen:
+            raise BadInput(f"{entity['name']!r} is listed twice", f"{path}.name")
+        seen.add(entity["name"])
+        result.append(entity)
+    return result
+
+
+def _entity(body: Mapping[str, Any], path: str, spec: Mapping[str, Callable[[Any, str], Any]], extra: tuple[str, ...] = ()) -> dict[str, Any]:
+    for key in body:
+        if key not in spec and key not in extra and key != "attributes":
+            raise BadInput("unknown field", f"{path}.{key}")
+    entity = {key: read(body.get(key), f"{path}.{key}") for key, read in spec.items()}
+    entity["attributes"] = fields.free_form(body.get("attributes"), f"{path}.attributes")
+    return entity

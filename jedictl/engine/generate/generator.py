@@ -1,0 +1,303 @@
+"""The Job Generator pass (jedi-inventory.md §6): released input becomes jobs.
+
+Per pass: load the catalogs and the sites' live load once; order the candidate tasks (round-robin
+across users, express lane); for each task ask the throttler about its share x resource type, lease
+the task, and then, one chunk of input per transaction: claim files `ready -> running`, broker sites
+for the chunk, split it site by site (a weighted draw per round of sub-chunks), build the jobs
+(engine.generate.job_builder) and write them in bulk, give the used records their job and return the rest to
+`ready`. A chunk either commits whole or not at all; a failure in one task (an unresolved placeholder,
+no site) leaves it `pending` with the reason and the pass goes on with the next task.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+from datetime import datetime, timedelta
+from typing import Any, Callable
+
+from sqlalchemy import exists, or_, select
+
+from jedictl.config import Settings
+from jedictl.engine.agent import PassReport
+from jedictl.engine.brokerage.loading import chunk_of, load_catalog, load_site_loads, load_throttle_input
+from jedictl.engine.catalogs.data import DataCatalog
+from jedictl.engine.brokerage.job_brokerage import broker_job_sites, pick_site, start_picking
+from jedictl.engine.brokerage.model import SiteLoad
+from jedictl.engine.generate.job_builder import JobBuilder, TaskContext
+from jedictl.engine.generate.merge_jobs import MergeConflict, make_merge_jobs
+from jedictl.engine.shares.usage import load_generation_order, task_ranks
+from jedictl.engine.generate.splitters import START, InputChunk, InputFile, SecondaryInput, SplitDefaults, job_limits, site_limits, split_at_site, sub_chunks_per_site
+from jedictl.engine.generate.task_order import Candidate, order_tasks
+from jedictl.engine.task.definition import DatasetAttributes
+from jedictl.engine.task.templates import TemplateError
+from jedictl.engine.shares.throttler import throttle_decision
+from jedictl.errors import LeaseLost
+from jedictl.model import TaskStatus
+from jedictl.store import jobs as job_store
+from jedictl.store import leases
+from jedictl.store import tasks as task_store
+from jedictl.store.data_catalog import StoreDataCatalog
+from jedictl.store.schema import datasets, tasks
+
+GENERATOR_STATUSES = (TaskStatus.READY.value, TaskStatus.RUNNING.value, TaskStatus.SCOUTING.value)
+INPUT_TYPES = ("input", "pseudo_input")
+
+
+class NoSite(Exception):
+    """No site can take the chunk; the message is the brokerage summary."""
+
+
+def generate_pass(store: Any, settings: Settings, owner: str, now: datetime, limit: int | None = None, seed: int | None = None,
+                  catalog_factory: Callable[[Any], DataCatalog] | None = None) -> PassReport:
+    rng = random.Random(seed)
+    factory = catalog_factory or StoreDataCatalog
+    report = PassReport("generate")
+    with store.read() as conn:
+        catalog = load_catalog(conn)
+        loads = load_site_loads(conn)
+        candidates = _candidates(conn, now)
+        share_order = load_generation_order(conn, settings)  # most under-served queues first (engine.shares.usage)
+        share_ranks = task_ranks(conn, share_order, [c.task_id for c, _ in candidates])
+    budgets: dict[tuple[str | None, str | None], Any] = {}  # queue -> [decision, jobs left]
+    order = order_tasks([dataclasses.replace(c, share_rank=share_ranks[c.task_id]) for c, _ in candidates], rng,
+                        settings.generate.express_priority, settings.generate.express_ratio)
+    queues = {c.task_id: queue for c, queue in candidates}
+    merging = {c.task_id: c.merge for c, _ in candidates}
+    visited = 0
+    for task_id in order:
+        if visited >= (limit or settings.generate.n_tasks):
+            break
+        queue = queues[task_id]
+        budget = budgets.get(queue[:3])  # one throttle decision and budget per share x resource type x label
+        if budget is None and settings.generate.throttle:
+            with store.read() as conn:
+                decision = throttle_decision(dataclasses.replace(
+                    load_throttle_input(conn, queue[0] or "", queue[1], queue[2], settings.throttle.limits),
+                    share_throttled=queue[0] not in share_order.unthrottled), settings.throttle)
+            budget = budgets[queue[:3]] = [decision, None if not decision.throttled else 0]
+            if not decision.throttled:
+                budget[1] = decision.max_num_jobs
+        # A throttled queue still gets merge jobs (JEDI's merge-only mode).
+        merge_only = False
+        if budget is not None and (budget[0].throttled or budget[1] <= 0):
+            if not merging[task_id]:
+                report.add("throttled", task_id=task_id, reason=f"{queue[0]}/{queue[1]}: {budget[0].message}")
+                continue
+            merge_only = True
+        if budget is not None and budget[0].min_priority is not None and queues[task_id][3] < budget[0].min_priority:
+            if not merging[task_id]:
+                report.add("throttled", task_id=task_id, reason=f"below the priority {budget[0].min_priority} let through")
+                continue
+            merge_only = True
+        with store.begin() as conn:
+            if not leases.claim_one(conn, tasks, task_id, owner, now, settings.lease.seconds):
+                continue  # another generator has it
+        visited += 1
+        try:
+            generator = TaskGenerator(store, task_id, settings, owner, now, rng, catalog, loads, factory)
+            made, outcome, reason = generator.run(None if budget is None or merge_only else budget[1], merge_only=merge_only)
+            if budget is not None and budget[1] is not None and not merge_only:
+                budget[1] -= made
+            if outcome == "nothing":
+                visited -= 1  # held-back merges or nothing released: the task does not use up a slot of the pass
+                if merge_only:
+                    outcome, reason = "throttled", f"{queue[0]}/{queue[1]}: {budget[0].message} (no merge job ready)"
+            report.add(outcome, task_id=task_id, jobs=made, reason=reason)
+        except LeaseLost as exc:
+            report.add("skipped", task_id=task_id, jobs=0, reason=str(exc))
+        except Exception as exc:  # noqa: BLE001 - one task's failure must not stop the pass
+            with store.begin() as conn:  # the chunk's transaction rolled back: nothing is left claimed
+                leases.release(conn, tasks, task_id, owner)
+            report.add("error", task_id=task_id, jobs=0, reason=f"{type(exc).__name__}: {exc}")
+    report.counts["jobs"] = sum(item.get("jobs", 0) for item in report.items)
+    return report
+
+
+def _candidates(conn: Any, now: datetime) -> list[tuple[Candidate, tuple[str | None, str | None, str, int]]]:
+    """Tasks with released input left to make jobs from, and the queue each belongs to."""
+    work_left = exists(select(datasets.c.id).where(
+        datasets.c.task_id == tasks.c.id, datasets.c.master_id.is_(None), datasets.c.type.in_(INPUT_TYPES),
+        datasets.c.n_files_to_be_used > datasets.c.n_files_used))
+    # Unmerged files released to merge jobs: the unmerged log's watermark is above what merge jobs took.
+    merge_left = exists(select(datasets.c.id).where(
+        datasets.c.task_id == tasks.c.id, datasets.c.master_id.is_(None), datasets.c.type == "trn_log",
+        datasets.c.n_files_to_be_used > datasets.c.n_files_used)).label("merge_left")
+    rows = conn.execute(select(tasks.c.id, tasks.c.user_name, tasks.c.current_priority, tasks.c.status, tasks.c.gshare,
+                               tasks.c.resource_type, tasks.c.prod_source_label, merge_left)
+                        .where(tasks.c.status.in_(GENERATOR_STATUSES), or_(work_left, merge_left), leases.is_free(tasks, now),
+                               or_(tasks.c.wait_until.is_(None), tasks.c.wait_until <= now)))
+    return [(Candidate(r.id, r.user_name, r.current_priority, scouting=r.status == TaskStatus.SCOUTING.value, merge=bool(r.merge_left)),
+             (r.gshare, r.resource_type, r.prod_source_label, r.current_priority)) for r in rows]
+
+
+class TaskGenerator:
+    """Makes the jobs of one leased task, chunk by chunk."""
+
+    def __init__(self, store: Any, task_id: int, settings: Settings, owner: str, now: datetime, rng: random.Random,
+                 catalog: Any, loads: dict[str, SiteLoad], factory: Callable[[Any], DataCatalog]):
+        self.store, self.task_id, self.settings, self.owner, self.now, self.rng = store, task_id, settings, owner, now, rng
+        self.catalog, self.loads, self.factory = catalog, loads, factory
+        self.sites = {site.name: site for site in catalog.sites}
+
+    def run(self, max_jobs: int | None, merge_only: bool = False) -> tuple[int, str, str | None]:
+        with self.store.read() as conn:
+            self.context = TaskContext.load(conn, self.task_id, self.settings)
+        made, files_left = 0, self.settings.generate.n_files
+        merge_note = None
+        if self.context.merge:
+            made, merge_note = self._merges(max_jobs)
+        if merge_only:
+            return self._finish(made, merge_note)
+        try:
+            while files_left > 0 and (max_jobs is None or made < max_jobs):
+                with self.store.begin() as conn:
+                    leases.renew(conn, tasks, self.task_id, self.owner, self.now, self.settings.lease.seconds)
+                    count, taken = self._chunk(conn, min(files_left, self.settings.generate.batch_size), None if max_jobs is None else max_jobs - made)
+                if taken == 0:
+                    break
+                made += count
+                files_left -= taken
+                if count == 0:
+                    break
+        except (NoSite, TemplateError) as exc:
+            reason = f"no site can run the jobs: {exc}" if isinstance(exc, NoSite) else str(exc)
+            if made:  # some jobs exist: keep the task going, say why the rest waits
+                return self._finish(made, reason)
+            return self._pending(reason)
+        return self._finish(made, merge_note)
+
+    def _merges(self, max_jobs: int | None) -> tuple[int, str | None]:
+        """Merge jobs first (JEDI prefers merge chunks), in one transaction of their own; a failure
+        writes nothing, is reported, and the task's normal jobs still go ahead."""
+        try:
+            with self.store.begin() as conn:
+                leases.renew(conn, tasks, self.task_id, self.owner, self.now, self.settings.lease.seconds)
+                ctx = TaskContext.load(conn, self.task_id, self.settings)
+                made, _ = make_merge_jobs(conn, ctx, self.settings, self.sites, self.now, max_jobs)
+        except (MergeConflict, TemplateError) as exc:
+            return 0, f"merge jobs: {exc}"
+        return made, None
+
+    # --------------------------------------------------------------------------- one chunk
+
+    def _chunk(self, conn: Any, n_files: int, max_jobs: int | None) -> tuple[int, int]:
+        """Claim, broker, split and write one chunk; returns (jobs made, master records taken)."""
+        # Counters and serial numbers moved with the previous chunk: read them inside this transaction.
+        ctx = self.context = TaskContext.load(conn, self.task_id, self.settings)
+        claimed = []
+        for master in ctx.masters:
+            left = master.n_files_to_be_used - master.n_files_used
+            # JEDI reads more than it needs only for whole chunks; jedictl claims what is released.
+            rows = job_store.claim_files(conn, master.id, min(left, n_files - len(claimed)))
+            claimed.extend(rows)
+            if len(claimed) >= n_files:
+                break
+        if not claimed:
+            return 0, 0
+        master_files = tuple(_input_file(row) for row in claimed)
+        secondaries = tuple(self._secondary(conn, dataset, len(master_files)) for dataset in ctx.secondaries)
+        chunk = InputChunk(master=master_files, secondaries=tuple(s for s, _, _ in secondaries))
+        brokerage = broker_job_sites(ctx.requirements, chunk_of(_brokerage_records(claimed, ctx), self.factory(conn), is_scout=ctx.scout),
+                                     self.catalog, self.loads, self.settings.brokerage)
+        if not brokerage.ok:
+            raise NoSite(brokerage.summary())
+        plan, excluded = self._split(chunk, brokerage.candidates, max_jobs)
+        if not plan:
+            if len(excluded) < len(brokerage.candidates):
+                # Every candidate filled up during this pass (queued cap): JEDI's "candidates became full".
+                raise NoSite(f"candidates became full ({len(brokerage.candidates)} sites at their queued cap)")
+            raise NoSite("the input fits no candidate site's limits")
+        builder = JobBuilder(ctx, self.settings, self.now)
+        secondary_rows = {row.id: row for _, rows, _ in secondaries for row in rows}
+        claimed_secondaries = {row.id for _, rows, was_claimed in secondaries if was_claimed for row in rows}
+        written = builder.write(conn, plan, {row.id: row for row in claimed}, secondary_rows, claimed_secondaries)
+        for site, count in written.per_site.items():
+            self._count(site, count)
+        job_store.return_unused(conn, ({row.id for row in claimed} | claimed_secondaries) - written.used)
+        used_masters = sum(len(sub.master) for _, sub in plan)
+        return len(plan), max(used_masters, 1)
+
+    def _secondary(self, conn: Any, dataset: Any, n_master: int) -> tuple[SecondaryInput, list[Any], bool]:
+        """A secondary's records for the chunk: claimed when each file serves one job; read when files are
+        shared (nosplit: every job gets them all; repeat: reused cyclically; reusable)."""
+        attributes = DatasetAttributes.from_dict(dataset.attributes or {})
+        shared = attributes.nosplit or attributes.repeat or attributes.reusable
+        if shared:
+            rows = job_store.read_files(conn, dataset.id, self.settings.generate.hard_max_files_per_job)
+        else:
+            per_master = attributes.n_files_per_job or max(1, math.ceil(attributes.ratio or 1))
+            rows = job_store.claim_files(conn, dataset.id, per_master * n_master)
+        records = tuple(_input_file(row) for row in rows)
+        return SecondaryInput.from_attributes(dataset.id, records, attributes), rows, not shared
+
+    def _split(self, chunk: InputChunk, candidates: Any, max_jobs: int | None) -> tuple[list[tuple[Any, Any]], list[str]]:
+        """Sub-chunks site by site: a weighted draw, then up to 25 (scouts: 2) jobs there, and again.
+        Returns the plan and the sites excluded because the input does not fit their limits."""
+        ctx = self.context
+        defaults = SplitDefaults.from_settings(self.settings)
+        per_site = sub_chunks_per_site(ctx.scout, defaults)
+        state = start_picking(candidates)
+        cursor, plan, excluded = START, [], []
+        while cursor.master < len(chunk.master) and (max_jobs is None or len(plan) < max_jobs):
+            site, state = pick_site(candidates, state, self.rng, n_sub_chunks=per_site, excluded=excluded)
+            if site is None:
+                break
+            limits = job_limits(ctx.live_options, site_limits(self.sites[site.site]), scout=ctx.scout, defaults=defaults)
+            room = per_site if max_jobs is None else min(per_site, max_jobs - len(plan))
+            result = split_at_site(chunk, limits, cursor, max_sub_chunks=room)
+            if not result.sub_chunks:
+                excluded.append(site.site)
+                if result.short_dropped:
+                    break
+                continue
+            plan.extend((self.sites[site.site], sub) for sub in result.sub_chunks)
+            cursor = result.cursor
+            if result.short_dropped:
+                break
+        return plan, excluded
+
+    def _count(self, site: str, n_jobs: int) -> None:
+        """Jobs made in this pass count as activated at their site for the next brokerage."""
+        load = self.loads.get(site, SiteLoad())
+        self.loads[site] = dataclasses.replace(load, counts=dataclasses.replace(load.counts, activated=load.counts.activated + n_jobs))
+
+    # --------------------------------------------------------------------------- the task
+
+    def _finish(self, made: int, reason: str | None) -> tuple[int, str, str | None]:
+        ctx = self.context
+        with self.store.begin() as conn:
+            release = {"lease_owner": None, "lease_expires_at": None}
+            if made:
+                new = TaskStatus.SCOUTING if ctx.scout else TaskStatus.RUNNING
+                task_store.change_status(conn, self.task_id, new, GENERATOR_STATUSES, f"{made} jobs generated" if new.value != ctx.status else None,
+                                         self.owner, self.now, owner=self.owner, error_dialog=reason, frozen_at=None, **release)
+            else:
+                leases.release(conn, tasks, self.task_id, self.owner)
+        return made, ("generated" if made else "nothing"), reason
+
+    def _pending(self, reason: str) -> tuple[int, str, str | None]:
+        with self.store.begin() as conn:
+            moved = task_store.change_status(
+                conn, self.task_id, TaskStatus.PENDING, GENERATOR_STATUSES, reason, self.owner, self.now, owner=self.owner,
+                # "pending since" survives a re-pend: the 7-day timeout counts from the first time.
+                old_status=self.context.status, error_dialog=reason, frozen_at=self.context.task.frozen_at or self.now,
+                wait_until=self.now + timedelta(minutes=self.settings.watchdog.wait_for_pending_minutes),
+                lease_owner=None, lease_expires_at=None)
+        if not moved:
+            raise LeaseLost(f"task {self.task_id} changed while generating")
+        return 0, "pending", reason
+
+
+def _input_file(row: Any) -> InputFile:
+    """A splitter record from a claimed row (CLAIM_COLUMNS starts with InputFile's first ten fields)."""
+    if row[2] is None:
+        return InputFile(row[0], row[1], 0, *row[3:10])
+    return InputFile(*row[:10])
+
+
+def _brokerage_records(rows: list[Any], ctx: TaskContext) -> list[tuple[Any, ...]]:
+    names = {d.id: d.name for d in ctx.masters}
+    return [(row[1], row[2], row[3], names[row[9]]) for row in rows]
+

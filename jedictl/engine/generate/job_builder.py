@@ -1,0 +1,216 @@
+"""Turning a split plan into job rows (jedi-inventory.md §6.7-6.10), and writing them in bulk.
+
+`TaskContext` is everything about a task that its jobs need, loaded once per generation. `JobBuilder`
+takes the (site, sub-chunk) plan of one chunk and produces every row: the job with its resources
+(engine.jobs.resources), its rendered parameters (engine.task.templates), its input, seed and output files,
+new output and seed records, retry lineage, serial numbers -- as tuples for the bulk writers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Sequence
+
+from jedictl.config import Settings
+from jedictl.engine.brokerage.model import TaskRequirements, task_requirements_from_row
+from jedictl.engine.jobs.resources import (
+    ChunkFile,
+    OutputTemplate,
+    SeedRecord,
+    SiteResources,
+    TaskResources,
+    allocate_output_names,
+    assign_random_seeds,
+    job_serial_nr,
+    plan_job_resources,
+    retry_relations,
+)
+from jedictl.engine.task.options import TaskOptions, options_from_dict
+from jedictl.engine.shares.resource_types import ResourceTypeDef, load_resource_types, match_resource_type
+from jedictl.engine.task.templates import InputStream, JobContext, OutputFile, render_job_parameters
+from jedictl.model import DatasetType, JobStatus, TaskStatus
+from jedictl.store import datasets as dataset_store
+from jedictl.store import jobs as job_store
+from jedictl.store import tasks as task_store
+from jedictl.store.schema import files, jobs
+
+RESOURCE_COLUMNS = ("core_count", "ram_count", "ram_unit", "base_ram_count", "walltime", "walltime_unit", "base_walltime", "cpu_time",
+                    "cpu_time_unit", "cpu_efficiency", "out_disk_count", "out_disk_unit", "work_disk_count", "work_disk_unit",
+                    "io_intensity", "io_intensity_unit")
+INPUT_TYPES = (DatasetType.INPUT.value, DatasetType.PSEUDO_INPUT.value)
+# Positions in a claimed row (store.jobs.CLAIM_COLUMNS): index access keeps the per-file loop cheap.
+C_ID, C_LFN, C_SIZE, C_DATASET, C_ATTEMPT, C_JOB, C_RAM, C_GUID, C_SCOPE, C_CHECKSUM = 0, 1, 2, 9, 10, 11, 12, 13, 14, 15
+
+
+@dataclass(frozen=True)
+class TaskContext:
+    task: Any
+    status: str
+    options: TaskOptions
+    live_options: TaskOptions  # the options with the task's current resource model (scouts refine it)
+    requirements: TaskRequirements
+    resources: TaskResources
+    scout: bool
+    merge: bool
+    masters: tuple[Any, ...]
+    secondaries: tuple[Any, ...]
+    seed_dataset: Any | None
+    templates: tuple[OutputTemplate, ...]
+    destinations: dict[int, str | None]
+    job_template: str
+    rtypes: tuple[ResourceTypeDef, ...]
+
+    @classmethod
+    def load(cls, conn: Any, task_id: int, settings: Settings) -> TaskContext:
+        task = task_store.get_task(conn, task_id)
+        options = options_from_dict(task.options)
+        live = dataclasses.replace(options, **{name: getattr(task, name) for name in RESOURCE_COLUMNS})
+        rows = dataset_store.datasets_of(conn, task_id)
+        merge = bool(options.merge_output)
+        # Jobs of a mergeOutput task write the unmerged twins; merge jobs make the final files.
+        out_types = ("trn_output", "trn_log") if merge else ("output", "log")
+        out_datasets = {d.id: d for d in rows if d.type in out_types}
+        templates = tuple(OutputTemplate(t.id, t.dataset_id, t.filename_template, t.serial_nr, t.stream_name, t.out_type, t.max_serial_nr)
+                          for t in dataset_store.templates_of(conn, task_id) if t.dataset_id in out_datasets)
+        return cls(
+            task=task, status=task.status, options=options, live_options=live,
+            requirements=task_requirements_from_row(task._mapping, options),
+            resources=TaskResources(current_priority=task.current_priority, **{name: getattr(task, name) for name in (
+                "core_count", "ram_count", "ram_unit", "base_ram_count", "base_walltime", "cpu_time", "cpu_time_unit", "cpu_efficiency",
+                "out_disk_count", "out_disk_unit", "work_disk_count", "work_disk_unit")},
+                merge_ram_count=options.merge_ram_count, merge_core_count=options.merge_core_count,
+                disable_auto_retry=bool(options.disable_auto_retry)),
+            scout=not options.skip_scout and task.status in (TaskStatus.READY.value, TaskStatus.SCOUTING.value),
+            merge=merge,
+            masters=tuple(d for d in rows if d.type in INPUT_TYPES and d.master_id is None),
+            secondaries=tuple(d for d in rows if d.type in INPUT_TYPES and d.master_id is not None),
+            seed_dataset=next((d for d in rows if d.type == DatasetType.RANDOM_SEED.value), None),
+            templates=templates,
+            destinations={d.id: d.destination for d in out_datasets.values()},
+            job_template=dataset_store.job_templates_of(conn, task_id).get("job", ""),
+            rtypes=tuple(load_resource_types(settings.resource_types)),
+        )
+
+
+@dataclass(frozen=True)
+class Written:
+    per_site: dict[str, int]
+    used: frozenset[int]  # claimed records now in a job (the others go back to ready)
+
+
+class JobBuilder:
+    def __init__(self, context: TaskContext, settings: Settings, now: datetime):
+        self.ctx, self.settings, self.now = context, settings, now
+        self._rtype_cache: dict[tuple[int, int | None], str | None] = {}
+        self._site_cache: dict[str, SiteResources] = {}
+
+    def write(self, conn: Any, plan: Sequence[tuple[Any, Any]], claimed: dict[int, Any], secondary_rows: dict[int, Any],
+              claimed_secondaries: set[int]) -> Written:
+        """Build and insert the jobs of `plan` [(site, sub-chunk)] in the caller's transaction.
+
+        `claimed` and `secondary_rows` map file ids to their claimed rows (store.jobs.CLAIM_COLUMNS);
+        `claimed_secondaries` are the secondary records this chunk claimed (tracked datasets), as opposed
+        to read-only ones (nosplit, repeat, reusable). This loop runs once per job of a big task: values
+        shared by all jobs are computed before it.
+        """
+        ctx, task, now = self.ctx, self.ctx.task, self.now
+        n = len(plan)
+        job_ids = job_store.reserve_ids(conn, jobs, n)
+        first_index = job_store.next_task_job_index(conn, task.id)
+        names = allocate_output_names(ctx.templates, n, task.id)
+        seeds = self._seeds(conn, n)
+        record_ids = iter(job_store.reserve_ids(conn, files, n * len(ctx.templates) + sum(1 for s in seeds if s.file_id is None)))
+        streams = {d.id: (d.stream_name, d.container_name or d.name, d.type) for d in ctx.masters + ctx.secondaries}
+        shared = (task.id, "normal", task.nucleus, task.work_queue, task.gshare, task.prod_source_label, task.processing_type, task.vo,
+                  task.working_group, task.trans_path, task.architecture, task.trans_uses, task.trans_home, task.container_name, now, now, now)
+        status, scout, source_url, template, unmerged = JobStatus.ACTIVATED.value, ctx.scout, task.source_url, ctx.job_template, ctx.merge
+        job_rows, file_rows, output_rows, seed_rows, retries, reused_seeds = [], [], [], [], [], []
+        per_site: dict[str, int] = defaultdict(int)
+        used: dict[int, set[int]] = defaultdict(set)
+        for index, ((site, sub), job_id) in enumerate(zip(plan, job_ids, strict=True)):
+            masters = [claimed[record.file_id] for record in sub.master]
+            resources = plan_job_resources(ctx.resources, self._site(site), self._chunk_files(sub, masters), self.settings,
+                                           is_scout=scout, direct_io=bool(site.direct_io))
+            outputs = names.jobs[index]
+            seed = seeds[index] if seeds else None
+            master_stream = streams[sub.master[0].dataset_id]
+            inputs = [InputStream(master_stream[0], master_stream[1], sub.master, True)]
+            for secondary, records in zip(ctx.secondaries, sub.secondaries, strict=True):
+                inputs.append(InputStream(secondary.stream_name, secondary.container_name or secondary.name, records))
+            params = render_job_parameters(template, JobContext(
+                task_id=task.id, inputs=tuple(inputs), outputs=tuple(OutputFile(o.stream, o.lfn, unmerged=unmerged) for o in outputs),
+                serial_nr=job_serial_nr(outputs), attempt_nr=resources.attempt_nr, random_seed=seed.rndmseed if seed else None,
+                source_url=source_url, panda_id=job_id)).text
+            job_rows.append((
+                job_id, first_index + index, status, scout, resources.attempt_nr, resources.max_attempt, resources.assigned_priority,
+                resources.current_priority, site.name, site.cloud, self._resource_type(resources.core_count, resources.min_ram_count),
+                params, resources.core_count, resources.min_ram_count, resources.max_walltime, resources.max_disk_count,
+                resources.max_cpu_count, *shared,
+            ))
+            previous = []
+            for row in masters:
+                file_rows.append((job_id, task.id, row[C_DATASET], row[C_ID], row[C_LFN], streams[row[C_DATASET]][2], row[C_ATTEMPT], "ready",
+                                  row[C_SCOPE], row[C_GUID], row[C_SIZE], row[C_CHECKSUM], None))
+                used[row[C_DATASET]].add(row[C_ID])
+                if row[C_ATTEMPT]:
+                    previous.append(row[C_JOB])
+            for records in sub.secondaries:
+                for record in records:
+                    row = secondary_rows[record.file_id]
+                    file_rows.append((job_id, task.id, row[C_DATASET], row[C_ID], row[C_LFN], streams[row[C_DATASET]][2], row[C_ATTEMPT],
+                                      "ready", row[C_SCOPE], row[C_GUID], row[C_SIZE], row[C_CHECKSUM], None))
+                    if row[C_ID] in claimed_secondaries:
+                        used[row[C_DATASET]].add(row[C_ID])
+            if seed is not None:
+                seed_id = seed.file_id if seed.file_id is not None else next(record_ids)
+                if seed.file_id is None:
+                    seed_rows.append((seed_id, task.id, ctx.seed_dataset.id, str(seed.value), DatasetType.RANDOM_SEED.value, "running",
+                                      0, 0, True, seed.value, job_id, now))
+                else:
+                    reused_seeds.append((seed.file_id, job_id))
+                file_rows.append((job_id, task.id, ctx.seed_dataset.id, seed_id, str(seed.value), DatasetType.PSEUDO_INPUT.value, 0,
+                                  "ready", None, None, None, None, None))
+            for output in outputs:
+                record_id = next(record_ids)
+                output_rows.append((record_id, task.id, output.dataset_id, output.lfn, output.out_type, "defined", 0, 0, True, job_id, None, now))
+                file_rows.append((job_id, task.id, output.dataset_id, record_id, output.lfn, output.out_type, 0, "defined", None, None, None,
+                                  None, ctx.destinations.get(output.dataset_id)))
+            if previous:
+                retries.extend(dataclasses.asdict(r) | {"task_id": task.id, "created_at": now} for r in retry_relations(job_id, previous))
+            per_site[site.name] += 1
+        job_store.write_jobs(conn, job_rows, file_rows, output_rows, seed_rows, retries)
+        job_store.start_used_files(conn, min(job_ids), max(job_ids), now)
+        job_store.start_seeds(conn, reused_seeds)
+        job_store.add_used(conn, {dataset_id: len(ids) for dataset_id, ids in used.items()}, now)
+        job_store.advance_serials(conn, names.next_serial_nr)
+        return Written(dict(per_site), frozenset().union(*used.values()))
+
+    def _seeds(self, conn: Any, n: int) -> tuple[Any, ...]:
+        ctx = self.ctx
+        if ctx.seed_dataset is None:
+            return ()
+        released, largest = job_store.released_seeds(conn, ctx.seed_dataset.id, n)
+        return assign_random_seeds(n, [SeedRecord(r.id, r.first_event) for r in released], largest, ctx.options.random_seed_offset or 0)
+
+    @staticmethod
+    def _chunk_files(sub: Any, masters: list[Any]) -> list[ChunkFile]:
+        chunk = [ChunkFile(row[C_ATTEMPT], r.size, r.n_events, r.start_event, r.end_event, row[C_RAM]) for r, row in zip(sub.master, masters, strict=True)]
+        for records in sub.secondaries:
+            chunk.extend(ChunkFile(0, r.size, r.n_events, is_master=False) for r in records)
+        return chunk
+
+    def _site(self, site: Any) -> SiteResources:
+        cached = self._site_cache.get(site.name)
+        if cached is None:
+            cached = self._site_cache[site.name] = SiteResources(site.name, site.core_count, site.core_power, site.max_walltime, site.max_scratch_mb)
+        return cached
+
+    def _resource_type(self, cores: int, ram: int | None) -> str | None:
+        key = (cores, ram)
+        if key not in self._rtype_cache:
+            per_core = (ram or 0) / max(cores, 1)
+            self._rtype_cache[key] = match_resource_type(self.ctx.rtypes, cores, per_core) or self.ctx.task.resource_type
+        return self._rtype_cache[key]

@@ -1,0 +1,183 @@
+"""The job dispatcher (PanDA's getJob): an executor asks for work at a site and gets activated jobs.
+
+One transaction per call: the global-share order is computed from what executes now (over the tree in
+force: the store's once `queue-shares import` wrote one, else the settings'), up to `count`
+jobs are claimed `activated -> sent` by one statement (store.dispatch.claim_jobs) and their payloads
+-- everything an executor needs to run the job: parameters, resources, inputs with their replicas,
+outputs with their destinations -- are loaded with a few set-based queries before the commit.
+
+Order (panda-server.md §3.5): the most under-served global share first (share "Test" always leads,
+unknown shares last), then current priority, then the oldest job. With probability
+`dispatch.sloppy_ratio` the shares are ignored and the oldest jobs go first, as PanDA's
+SLOPPY_DISPATCH_RATIO does, so a share starved by the order still drains.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Mapping, Sequence
+
+from jedictl.config import Settings
+from jedictl.engine.input import fields
+from jedictl.engine.shares import usage as queue_shares
+from jedictl.engine.shares import definitions as share_definitions
+from jedictl.engine.shares import fair_share as share_math
+from jedictl.engine.shares import global_shares as shares
+from jedictl.errors import BadInput, NotFound
+from jedictl.model import DatasetType
+from jedictl.store import dispatch as dispatch_store
+
+#: PanDA's label families (construct_where_clause): what an executor of each kind may run.
+LABEL_FAMILIES: dict[str, tuple[str, ...]] = {
+    "user": ("user", "panda", "install"),
+    "managed": ("managed", "test", "prod_test", "install"),
+}
+LABEL_FAMILIES["unified"] = tuple(dict.fromkeys(LABEL_FAMILIES["user"] + LABEL_FAMILIES["managed"]))
+
+OUTPUT_TYPES = frozenset({DatasetType.OUTPUT.value, DatasetType.LOG.value, DatasetType.TRN_OUTPUT.value, DatasetType.TRN_LOG.value})
+#: Job files whose replicas are looked up in the data catalog (seeds and pseudo inputs have none).
+CATALOG_INPUT_TYPES = frozenset({DatasetType.INPUT.value})
+
+
+@dataclass(frozen=True)
+class DispatchFilters:
+    """What the executor's slot offers (PanDA's getJob arguments); None: no limit."""
+
+    memory_mb: int | None = None
+    disk_mb: int | None = None
+    walltime_s: int | None = None
+    resource_type: str | None = None
+    label: str | None = None  # user | managed | unified
+    task_id: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.label is not None and self.label not in LABEL_FAMILIES:
+            raise BadInput(f"must be one of {', '.join(LABEL_FAMILIES)}", "--label")
+        for name, flag in (("memory_mb", "--memory"), ("disk_mb", "--disk"), ("walltime_s", "--walltime")):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise BadInput("must not be negative", flag)
+            if value is not None and value > fields.INT32_MAX:  # compared with INTEGER columns
+                raise BadInput(f"must be at most {fields.INT32_MAX}", flag)
+
+    @property
+    def prod_source_labels(self) -> tuple[str, ...] | None:
+        return LABEL_FAMILIES[self.label] if self.label is not None else None
+
+
+@dataclass(frozen=True)
+class DispatchRequest:
+    site: str
+    count: int = 1
+    executor: str = ""
+    filters: DispatchFilters = field(default_factory=DispatchFilters)
+
+
+def check_request(request: DispatchRequest, max_count: int) -> None:
+    if request.count < 1 or request.count > max_count:
+        raise BadInput(f"must be between 1 and {max_count} (dispatch.max_count)", "--count")
+    if not request.site:
+        raise BadInput("a site is required", "--site")
+    if not request.executor:
+        raise BadInput("an executor name is required", "--executor")
+
+
+def share_ranks(root: shares.Share, executing: Mapping[str, float]) -> dict[str, int]:
+    """Dispatch position of every leaf share: most under-served first, "Test" always first."""
+    return queue_shares.share_order(root, executing)
+
+
+def is_sloppy(sloppy_ratio: float, rng: random.Random) -> bool:
+    return rng.random() < sloppy_ratio
+
+
+def order_key(job: Any, ranks: Mapping[str, int] | None) -> tuple[Any, ...]:
+    """Where a claimed job goes in the answer: the order the claim took them in."""
+    if ranks is None:
+        return (job.id,)
+    return share_math.dispatch_key(job.gshare, job.current_priority or 0, job.id, ranks)
+
+
+def dispatch_jobs(store: Any, settings: Settings, request: DispatchRequest, now: datetime, rng: random.Random) -> list[dict[str, Any]]:
+    """Hand up to `request.count` activated jobs of `request.site` to the executor; their payloads, in order."""
+    check_request(request, settings.dispatch.max_count)
+    # Drawn before the transaction: a seeded run makes the same choice whatever the store holds.
+    sloppy = is_sloppy(settings.dispatch.sloppy_ratio, rng)
+    with store.begin() as conn:
+        if not dispatch_store.site_exists(conn, request.site):
+            raise NotFound(f"unknown site {request.site}")
+        ranks = None if sloppy else share_ranks(share_definitions.current_definitions(conn, settings).definitions.share_tree,
+                                                dispatch_store.executing_hs06(conn))
+        job_ids = dispatch_store.claim_jobs(conn, request.site, request.count, request.executor, now, ranks, request.filters)
+        if not job_ids:
+            return []
+        rows = dispatch_store.load_jobs(conn, job_ids)
+        files = dispatch_store.load_files(conn, job_ids)
+        replicas = dispatch_store.input_replicas(conn, wanted_replicas(files.values()))
+    rows.sort(key=lambda job: order_key(job, ranks))
+    return [job_payload(job, files.get(job.id, []), replicas) for job in rows]
+
+
+def wanted_replicas(files_per_job: Any) -> dict[str, list[str]]:
+    """Catalog inputs of a batch grouped by task dataset: one replica look-up per dataset."""
+    wanted: dict[str, set[str]] = {}
+    for files in files_per_job:
+        for row in files:
+            if row.type in CATALOG_INPUT_TYPES and row.dataset:
+                wanted.setdefault(row.dataset, set()).add(row.lfn)
+    return {dataset: sorted(lfns) for dataset, lfns in wanted.items()}
+
+
+def job_payload(job: Any, files: Sequence[Any], replicas: Mapping[tuple[str, str], Sequence[str]]) -> dict[str, Any]:
+    """What an executor receives for one job (docs/executor-protocol.md): a plain dict of plain values.
+
+    `job` is a jobs row (attribute access), `files` its job files with `dataset` (the task dataset's
+    name), `replicas` the endpoints per (dataset, lfn) of catalog inputs.
+    """
+    inputs, outputs = [], []
+    for row in files:
+        if row.type in OUTPUT_TYPES:
+            outputs.append({"lfn": row.lfn, "dataset": row.dataset, "type": row.type, "destination": row.destination})
+        else:
+            inputs.append({"lfn": row.lfn, "scope": row.scope, "guid": row.guid, "size": row.size, "checksum": row.checksum,
+                           "dataset": row.dataset, "type": row.type, "attempt_nr": row.attempt_nr,
+                           "replicas": sorted(replicas.get((row.dataset, row.lfn), ()))})
+    return {
+        "job_id": job.id,
+        "task_id": job.task_id,
+        "task_job": f"{job.task_id}.{job.task_job_index}",
+        "attempt_nr": job.attempt_nr,
+        "site": job.site,
+        "status": job.status,
+        "prod_source_label": job.prod_source_label,
+        "processing_type": job.processing_type,
+        "transformation": job.transformation,
+        "job_parameters": job.job_parameters,
+        "architecture": job.architecture,
+        "release": job.trans_uses,
+        "trans_home": job.trans_home,
+        "container_name": job.container_name,
+        "core_count": job.core_count,
+        "min_ram_count": job.min_ram_count,
+        "max_walltime": job.max_walltime,
+        "max_disk_count": job.max_disk_count,
+        "max_cpu_count": job.max_cpu_count,
+        "priority": job.current_priority,
+        "gshare": job.gshare,
+        "resource_type": job.resource_type,
+        "is_scout": bool(job.is_scout),
+        "kind": job.kind,
+        "inputs": inputs,
+        "outputs": outputs,
+    }
+
+
+#: Keys of one job's payload, in order (the executor contract; docs/executor-protocol.md lists each).
+PAYLOAD_KEYS = ("job_id", "task_id", "task_job", "attempt_nr", "site", "status", "prod_source_label", "processing_type",
+                "transformation", "job_parameters", "architecture", "release", "trans_home", "container_name", "core_count",
+                "min_ram_count", "max_walltime", "max_disk_count", "max_cpu_count", "priority", "gshare", "resource_type",
+                "is_scout", "kind", "inputs", "outputs")
+INPUT_KEYS = ("lfn", "scope", "guid", "size", "checksum", "dataset", "type", "attempt_nr", "replicas")
+OUTPUT_KEYS = ("lfn", "dataset", "type", "destination")

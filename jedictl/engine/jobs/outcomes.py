@@ -1,0 +1,461 @@
+"""Ending jobs and taking heartbeats: executor reports, kills and timeouts flow through here.
+
+One batch = one transaction (panda-server §2.5-2.6, §4.5). The batch locks its jobs and their file
+records, then for each job: a failed job first meets the retry module (its decision changes the file
+rows as the job left them), then `jobs.results.propagate` decides the job's final status, its files'
+new statuses and the counter deltas; late jobs of a final task change only their own row (gotcha 2).
+Writes are set-based; every guarded statement must hit exactly the rows decided on, or the batch rolls
+back. `end_jobs_safely` then replays the batch one job per transaction, so a fault in one job's data
+never blocks the others and each job's outcome stays all-or-nothing either way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from jedictl.config import Settings
+from jedictl.engine.input import fields
+from jedictl.engine.jobs.resources import SiteResources
+from jedictl.engine.jobs.results import (
+    COUNTERS,
+    DatasetDelta,
+    FileRecord,
+    FileUpdate,
+    JobRecord,
+    JobReport,
+    Propagation,
+    propagate,
+)
+from jedictl.engine.jobs.states import JobEvent, next_status, plan_kill, status_after_kill_command
+from jedictl.engine.task.options import options_from_dict
+from jedictl.engine.jobs.reports import ExecutorReport, Heartbeat
+from jedictl.engine.shares.resource_types import load_resource_types, match_resource_type, ram_per_core
+from jedictl.engine.jobs.retry_rules import (
+    FailedJob,
+    RetryDecision,
+    RetryRule,
+    TaskRetryState,
+    apply_file_changes,
+    decide,
+    job_errors,
+    select_rule,
+)
+from jedictl.model import JOB_FINAL, TASK_FINAL, FileStatus, JobStatus
+
+#: Error a finished report gets when an output it must have produced is missing (PanDA's adder, EC_Adder).
+ADDER_ERROR = ("ddm", 200)
+
+
+@dataclass(frozen=True)
+class Ending:
+    """A request to end one job: from an executor's report, a kill or a timeout."""
+
+    job_id: int
+    status: str  # finished | failed | cancelled | closed
+    line: int | None = None  # the report line, for messages
+    attempt_nr: int | None = None  # the attempt the executor ran (None: not checked)
+    report: ExecutorReport | None = None
+    sub_status: str | None = None
+    error: tuple[str, int, str] | None = None  # (source, code, diag) for kills and timeouts
+    expected_status: str | None = None  # kills/timeouts: act only if the job is still in this status
+
+
+@dataclass(frozen=True)
+class EndResult:
+    job_id: int
+    outcome: str  # applied | duplicate | refused
+    line: int | None = None
+    status: str | None = None  # the job's new status
+    reason: str = ""
+    retry: str | None = None  # what the retry module did
+
+    def as_item(self) -> dict[str, Any]:
+        item: dict[str, Any] = {"line": self.line, "job_id": self.job_id, "outcome": self.outcome, "status": self.status,
+                                "reason": self.reason or None}
+        if self.retry:
+            item["retry"] = self.retry
+        return item if self.line is not None else {k: v for k, v in item.items() if k != "line"}
+
+
+class Conflict(Exception):
+    """A guarded write hit other rows than decided on: someone changed them; the batch rolls back."""
+
+
+@dataclass
+class _Batch:
+    """What one batch writes, collected while the decisions are made."""
+
+    job_rows: list[dict[str, Any]] = field(default_factory=list)
+    file_updates: list[FileUpdate] = field(default_factory=list)
+    counters: dict[int, list[int]] = field(default_factory=dict)  # dataset id -> summed DatasetDelta counters
+    outputs: list[tuple] = field(default_factory=list)
+    file_limits: dict[int, FileRecord] = field(default_factory=dict)
+    task_values: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+
+# ------------------------------------------------------------------------------------ ending jobs
+
+def end_jobs_safely(store: Any, endings: Sequence[Ending], settings: Settings, now: datetime,
+                    rules: Sequence[RetryRule] = ()) -> list[EndResult]:
+    """End `endings` in batches of settings.report.batch_size; a batch that meets a database fault or
+    a conflict is replayed one job per transaction."""
+    results: list[EndResult] = []
+    for batch in batches(endings, settings.report.batch_size):
+        try:
+            with store.begin() as conn:
+                results.extend(end_jobs(conn, batch, settings, now, rules))
+        except Exception:  # noqa: BLE001 - replay alone; a genuine fault then surfaces on its own job
+            if len(batch) == 1:
+                raise
+            for ending in batch:
+                results.extend(_end_one(store, ending, settings, now, rules))
+    return results
+
+
+def _end_one(store: Any, ending: Ending, settings: Settings, now: datetime, rules: Sequence[RetryRule]) -> list[EndResult]:
+    try:
+        with store.begin() as conn:
+            return end_jobs(conn, [ending], settings, now, rules)
+    except Conflict as exc:
+        return [EndResult(ending.job_id, "refused", ending.line, reason=f"{exc}; send the report again")]
+
+
+def batches(endings: Sequence[Ending], size: int) -> Iterator[list[Ending]]:
+    """Slices of at most `size`, never holding one job twice (a second report for a job waits for the
+    next batch, so it sees the first one's effect and is found a duplicate)."""
+    current: list[Ending] = []
+    seen: set[int] = set()
+    for ending in endings:
+        if len(current) >= max(size, 1) or ending.job_id in seen:
+            yield current
+            current, seen = [], set()
+        current.append(ending)
+        seen.add(ending.job_id)
+    if current:
+        yield current
+
+
+def end_jobs(conn: Any, endings: Sequence[Ending], settings: Settings, now: datetime,
+             rules: Sequence[RetryRule] = ()) -> list[EndResult]:
+    """Decide and write the end of each job in `endings` (distinct jobs) in the caller's transaction."""
+    from jedictl.store import job_outcomes as store
+
+    jobs = store.lock_jobs(conn, [e.job_id for e in endings])
+    job_files = store.job_files_of(conn, jobs)
+    records = store.lock_files(conn, [jf.file_id for listed in job_files.values() for jf in listed if jf.file_id is not None])
+    task_rows = store.task_states(conn, [job.task_id for job in jobs.values()])
+    batch, results = _Batch(), []
+    for ending in endings:
+        job = jobs.get(ending.job_id)
+        result = _decide_one(conn, ending, job, job_files.get(ending.job_id, []), records,
+                             task_rows.get(job.task_id) if job else None, settings, now, rules, batch)
+        results.append(result)
+    _write(conn, batch, records, jobs, settings, now)
+    return results
+
+
+def _decide_one(conn: Any, ending: Ending, job: Any, listed: list[Any], records: dict[int, FileRecord], task: Any,
+                settings: Settings, now: datetime, rules: Sequence[RetryRule], batch: _Batch) -> EndResult:
+    def refuse(reason: str) -> EndResult:
+        return EndResult(ending.job_id, "refused", ending.line, reason=reason)
+
+    if job is None:
+        return refuse(f"unknown job {ending.job_id}")
+    if ending.expected_status is not None and job.status != ending.expected_status:
+        return refuse(f"job {job.id} is {job.status} now, not {ending.expected_status}")
+    status = ending.status
+    if ending.report is not None:
+        status = status_after_kill_command(status, job.command_to_pilot).value
+    report = ending.report
+    job_report = JobReport(job.id, status, ending.attempt_nr, report.outputs if report else ())
+    record = JobRecord(job.id, job.status, job.attempt_nr)
+    task_final = task is None or task.status in TASK_FINAL
+    files_view = {jf.file_id: records[jf.file_id] for jf in listed if jf.file_id in records}
+    error = _error_of(ending)
+    decision: RetryDecision | None = None
+    propagation = propagate(record, job_report, listed, files_view, merge_input_extra_attempts=settings.report.merge_input_extra_attempts)
+    if propagation.accepted and propagation.job_status == JobStatus.FAILED.value and not task_final:
+        if status == JobStatus.FINISHED.value:  # the adder turned it into a failure: that is the error
+            error = (*ADDER_ERROR, propagation.reason)
+        decision = _retry_decision(conn, job, error, report, files_view, task, settings, now, rules)
+        if decision is not None and (decision.file_changes or decision.task_change):
+            files_view = {record.id: record for record in apply_file_changes(list(files_view.values()), decision)}
+            propagation = propagate(record, dataclasses.replace(job_report, status=JobStatus.FAILED.value), listed, files_view,
+                                    merge_input_extra_attempts=settings.report.merge_input_extra_attempts)
+            _collect_retry(decision, files_view, job.task_id, task, settings, batch, now)
+    if propagation.duplicate:
+        return EndResult(job.id, "duplicate", ending.line, job.status, propagation.reason)
+    if not propagation.accepted:
+        return refuse(propagation.reason)
+    batch.job_rows.append(_job_row(job, propagation, ending, error, now))
+    if not task_final:
+        _collect_files(propagation, job, listed, batch)
+    reason = propagation.reason or ("task is final: its files and counters are left as they are" if task_final else "")
+    return EndResult(job.id, "applied", ending.line, propagation.job_status, reason, decision.message if decision else None)
+
+
+def _error_of(ending: Ending) -> tuple[str, int, str] | None:
+    if ending.error is not None:
+        return ending.error
+    report = ending.report
+    if report is not None and report.error_source is not None and report.error_code is not None:
+        return (report.error_source, report.error_code, report.error_diag or "")
+    return None
+
+
+def _retry_decision(conn: Any, job: Any, error: tuple[str, int, str] | None, report: ExecutorReport | None,
+                    files_view: dict[int, FileRecord], task: Any, settings: Settings, now: datetime,
+                    rules: Sequence[RetryRule]) -> RetryDecision | None:
+    """The retry module, on a failed job's errors (pilot/exe/... first, then the payload's exit code)."""
+    if not rules:
+        return None
+    from jedictl.store import job_outcomes as store
+
+    source, code, diag = error if error else (None, None, None)
+    errors = job_errors(source, code, diag, report.trans_exit_code if report else None)
+    failed = FailedJob(job.id, job.attempt_nr, vo=job.vo, prod_source_label=job.prod_source_label, architecture=job.architecture,
+                       release=job.trans_uses, work_queue=job.work_queue, core_count=job.core_count, min_ram_count=job.min_ram_count,
+                       max_pss=report.max_pss if report else None, n_events=report.n_events if report else None)
+    chosen = select_rule(rules, failed, errors, now)
+    if chosen is None:
+        return None
+    action = chosen[0].action
+    options = options_from_dict(task.options or {})
+    retry_base = (task.options or {}).get("retry_module", {})
+    n_files, above = store.task_input_ram_counts(conn, task.id, task.ram_count) if action == "increase_memory" else (0, 0)
+    state = TaskRetryState(
+        ram_count=task.ram_count, ram_unit=task.ram_unit, base_ram_count=task.base_ram_count, cpu_time=task.cpu_time,
+        cpu_time_unit=task.cpu_time_unit, n_files_per_job=options.n_files_per_job, n_events_per_job=options.n_events_per_job,
+        n_gb_per_job=options.n_gb_per_job, n_max_files_per_job=options.n_max_files_per_job,
+        base_n_gb_per_job=retry_base.get("base_n_gb_per_job"), base_n_max_files_per_job=retry_base.get("base_n_max_files_per_job"),
+        n_input_files=n_files, n_input_files_above_task_ram=above,
+        has_finished_jobs=store.task_has_finished_jobs(conn, task.id) if action == "increase_cputime" else False)
+    site = store.site_row(conn, job.site) if action == "increase_cputime" else None
+    site_resources = SiteResources(job.site or "", site.core_count, site.core_power, site.max_walltime, site.max_scratch_mb) if site \
+        else SiteResources(job.site or "")
+    return decide(rules, failed, errors, list(files_view.values()), state, site_resources, settings, now)
+
+
+def _collect_retry(decision: RetryDecision, files_view: dict[int, FileRecord], task_id: int, task: Any, settings: Settings,
+                   batch: _Batch, now: datetime) -> None:
+    for change in decision.file_changes:
+        if change.file_id in files_view:
+            batch.file_limits[change.file_id] = files_view[change.file_id]
+    change = decision.task_change
+    if change is None:
+        return
+    values = batch.task_values.setdefault(task_id, {})
+    if change.ram_count is not None:
+        values["ram_count"] = change.ram_count
+        types = load_resource_types(settings.resource_types)
+        cores = task.core_count or 1
+        per_core = ram_per_core(change.ram_count, task.ram_unit, task.base_ram_count, cores, settings.refine.memory_compensation)
+        values["resource_type"] = match_resource_type(types, cores, per_core) or task.resource_type
+    if change.cpu_time is not None:
+        values["cpu_time"] = change.cpu_time
+    if change.recalculate:
+        values["walltime_unit"] = None  # JEDI's requestTaskParameterRecalculation: the finalizer recomputes
+    if change.options or change.base_options:
+        options = dict(values.get("options") or task.options or {})
+        options.update(change.options)
+        base = dict(options.get("retry_module") or {})
+        base.update({f"base_{key}": value for key, value in change.base_options.items()})
+        options["retry_module"] = base
+        values["options"] = options
+    values["modified_at"] = now
+
+
+def _job_row(job: Any, propagation: Propagation, ending: Ending, error: tuple[str, int, str] | None, now: datetime) -> dict[str, Any]:
+    report = ending.report
+    source, code, diag = error if error else (None, None, None)
+    if propagation.job_status == JobStatus.FINISHED.value:
+        source, code, diag = None, None, None
+    output_bytes = sum(o.size or 0 for o in report.outputs) if report else None
+    return {
+        "b_id": job.id, "b_status": job.status, "b_attempt": job.attempt_nr,
+        "status": propagation.job_status, "sub_status": ending.sub_status,
+        "error_source": source, "error_code": code, "error_diag": diag,
+        "trans_exit_code": report.trans_exit_code if report else None,
+        "wall_time": report.wall_time if report else None, "cpu_time": report.cpu_time if report else None,
+        "max_pss": report.max_pss if report else None, "max_rss": report.max_rss if report else None,
+        "n_events": report.n_events if report else None, "output_bytes": output_bytes,
+        "started_at": (report.started_at if report and report.started_at else None) or job.started_at,
+        "ended_at": (report.ended_at if report and report.ended_at else None) or now,
+        "modified_at": now, "state_changed_at": now,
+    }
+
+
+def _collect_files(propagation: Propagation, job: Any, listed: list[Any], batch: _Batch) -> None:
+    batch.file_updates.extend(propagation.file_updates)
+    for change in propagation.file_updates:
+        delta = change.delta
+        if delta is not None:  # summed as plain numbers (COUNTERS order): this runs for every file of every report
+            total = batch.counters.get(delta.dataset_id) or batch.counters.setdefault(delta.dataset_id, [0] * len(COUNTERS))
+            total[0] += delta.n_files_used
+            total[1] += delta.n_files_finished
+            total[2] += delta.n_files_failed
+            total[3] += delta.n_files_on_hold
+            total[4] += delta.n_events_used
+            total[5] += delta.n_events
+            total[6] += delta.n_files_to_be_used
+    lfn_of = {jf.file_id: jf.lfn for jf in listed}
+    for change in propagation.file_updates:
+        registered = change.status == FileStatus.FINISHED.value and "keep_track" in change.values  # a finished output
+        if registered or change.status == FileStatus.MERGING.value:
+            values = change.values
+            batch.outputs.append((change.file_id, job.site, lfn_of.get(change.file_id), values.get("guid"), values.get("size"),
+                                  values.get("checksum"), values.get("n_events")))
+
+
+def _write(conn: Any, batch: _Batch, records: dict[int, FileRecord], jobs: dict[int, Any], settings: Settings, now: datetime) -> None:
+    from jedictl.store import job_outcomes as store
+
+    store.set_file_limits(conn, list(batch.file_limits.values()))
+    if store.end_jobs(conn, batch.job_rows) != len(batch.job_rows):
+        raise Conflict("a job changed while its report was applied")
+    if store.update_files(conn, batch.file_updates) != len(batch.file_updates):
+        raise Conflict("a file record changed while a job's report was applied")
+    store.add_counters(conn, [DatasetDelta(dataset_id, *total) for dataset_id, total in batch.counters.items()], now)
+    for task_id, values in sorted(batch.task_values.items()):
+        store.update_task(conn, task_id, values)
+    if batch.outputs:
+        targets = store.dataset_targets(conn, {records[o[0]].dataset_id for o in batch.outputs})
+        endpoints = store.write_endpoints(conn, {o[1] for o in batch.outputs})
+        rows = []
+        for file_id, site, lfn, guid, size, checksum, events in batch.outputs:
+            name, destination = targets[records[file_id].dataset_id]
+            rows.append((name, destination or endpoints.get(site or ""), lfn, guid, size, checksum, events))
+        store.register_outputs(conn, rows, now)
+
+
+# ------------------------------------------------------------------------------------------- kills
+
+@dataclass(frozen=True)
+class KillResult:
+    job_id: int
+    outcome: str  # killed | tobekilled | refused
+    status: str | None
+    reason: str
+
+    def as_item(self) -> dict[str, Any]:
+        return {"job_id": self.job_id, "outcome": self.outcome, "status": self.status, "reason": self.reason}
+
+
+def kill_jobs(store: Any, job_ids: Sequence[int], settings: Settings, now: datetime, *, code: int | None = None,
+              killed_by: str = "a person") -> list[KillResult]:
+    """Kill jobs (panda-server §2.8): queued ones end at once (cancelled by a person, closed by the
+    system, per `code`), their input back in the pool with an attempt used but no failure; a job on a
+    worker gets `tobekilled` and ends when its executor reports."""
+    from jedictl.store import job_outcomes as job_store
+
+    fields.integer(code, "--code", -fields.INT32_MAX - 1, fields.INT32_MAX)  # kept as the jobs' error_code
+    with store.read() as conn:
+        current = job_store.read_jobs(conn, job_ids)
+    endings, to_stop, results = [], [], {}
+    for job_id in job_ids:
+        job = current.get(job_id)
+        if job is None:
+            results[job_id] = KillResult(job_id, "refused", None, f"unknown job {job_id}")
+            continue
+        plan = plan_kill(job.status, code, killed_by)
+        if plan is None:
+            results[job_id] = KillResult(job_id, "refused", job.status, f"job {job_id} is already {job.status}")
+        elif plan.new is None:
+            to_stop.append((job_id, plan))
+        else:
+            endings.append(Ending(job_id, plan.new.value, sub_status=plan.sub_status, expected_status=job.status,
+                                  error=("kill", code if code is not None else 0, plan.reason)))
+    if to_stop:
+        with store.begin() as conn:
+            for job_id, plan in to_stop:
+                job_store.mark_to_be_killed(conn, [job_id], plan.sub_status, now)
+                results[job_id] = KillResult(job_id, "tobekilled", current[job_id].status,
+                                             f"{plan.reason}: its executor is told to stop at the next heartbeat")
+    for ended in end_jobs_safely(store, endings, settings, now):
+        outcome = "killed" if ended.outcome == "applied" else "refused"
+        results[ended.job_id] = KillResult(ended.job_id, outcome, ended.status, ended.reason or _kill_reason(endings, ended.job_id))
+    return [results[job_id] for job_id in job_ids if job_id in results]
+
+
+def _kill_reason(endings: Sequence[Ending], job_id: int) -> str:
+    ending = next(e for e in endings if e.job_id == job_id)
+    return ending.error[2] if ending.error else ""
+
+
+# -------------------------------------------------------------------------------------- heartbeats
+
+@dataclass(frozen=True)
+class BeatReply:
+    """What an executor hears back: `command` is "tobekilled" when it must stop the job."""
+
+    job_id: int
+    line: int | None
+    status: str | None
+    command: str | None
+    reason: str = ""
+
+    def as_item(self) -> dict[str, Any]:
+        return {"line": self.line, "job_id": self.job_id, "status": self.status, "command": self.command, "reason": self.reason or None}
+
+
+def take_heartbeats(store: Any, beats: Sequence[Heartbeat], now: datetime, batch_size: int = 500) -> list[BeatReply]:
+    """Apply heartbeats with PanDA's guards (job_states._heartbeat); reply per beat."""
+    replies: list[BeatReply] = []
+    for start in range(0, len(beats), max(batch_size, 1)):
+        with store.begin() as conn:
+            replies.extend(_beat_batch(conn, beats[start:start + batch_size], now))
+    return replies
+
+
+def _beat_batch(conn: Any, beats: Sequence[Heartbeat], now: datetime) -> list[BeatReply]:
+    from jedictl.store import job_outcomes as store
+
+    jobs = store.lock_jobs(conn, [b.job_id for b in beats])
+    # The job as the batch has left it so far (a batch may carry several beats for one job).
+    state = {job_id: {"status": job.status, "started_at": job.started_at, "ended_at": job.ended_at,
+                      "state_changed_at": job.state_changed_at} for job_id, job in jobs.items()}
+    replies, rows = [], {}
+    for beat in beats:
+        job = jobs.get(beat.job_id)
+        if job is None:
+            replies.append(BeatReply(beat.job_id, beat.line, None, "tobekilled", f"unknown job {beat.job_id}"))
+            continue
+        if beat.attempt_nr is not None and beat.attempt_nr != job.attempt_nr:
+            replies.append(BeatReply(job.id, beat.line, job.status, "tobekilled",
+                                     f"attempt mismatch: job {job.id} is at attempt {job.attempt_nr}"))
+            continue
+        current = state[job.id]
+        if current["status"] in JOB_FINAL:
+            replies.append(BeatReply(job.id, beat.line, current["status"], "alreadydone", f"job {job.id} is already {current['status']}"))
+            continue
+        move = next_status(current["status"], JobEvent.HEARTBEAT, beat.status)
+        if move.changed:
+            new = move.new.value
+            current.update(status=new, state_changed_at=now)
+            if new == JobStatus.RUNNING.value and current["started_at"] is None:
+                current["started_at"] = now  # PanDA: startTime on the first running
+            if new in (JobStatus.HOLDING.value, JobStatus.TRANSFERRING.value) and current["ended_at"] is None:
+                current["ended_at"] = now  # PanDA: endTime on the first holding
+        rows[job.id] = {"b_id": job.id, "b_status": job.status, "heartbeat_at": now, "modified_at": now, **current}
+        # A guard that kept the status (e.g. running after holding) is worth saying; "already running" is not.
+        reason = move.reason if not move.changed and beat.status != current["status"] else ""
+        replies.append(BeatReply(job.id, beat.line, current["status"], job.command_to_pilot, reason))
+    if store.beat_jobs(conn, list(rows.values())) != len(rows):
+        raise Conflict("a job changed while its heartbeat was applied")
+    return replies
+
+
+# ------------------------------------------------------------------------------------ job reports
+
+def ingest_reports(store: Any, reports: Sequence[ExecutorReport], settings: Settings, now: datetime) -> list[EndResult]:
+    """Apply executors' final reports; the retry rules are read once for the whole input."""
+    from jedictl.store import retry_rules as rule_store
+
+    with store.read() as conn:
+        rules = rule_store.load_rules(conn, now)
+    endings = [Ending(r.job_id, r.status, line=r.line, attempt_nr=r.attempt_nr, report=r) for r in reports]
+    return end_jobs_safely(store, endings, settings, now, rules)

@@ -1,0 +1,236 @@
+"""What executors send: final job reports and heartbeats, one JSON object per line (docs/executor-protocol.md).
+
+Parsing is pure and per line: a malformed line is refused with its line number and the reason, and the
+other lines still count -- an executor's batch is never lost to one bad record. Keys are jedictl's
+snake_case names; a few of PanDA's pilot names are accepted as aliases so a pilot-side adapter can pass
+its fields through (`pilotErrorCode` -> error_source pilot, `maxPSS` -> max_pss, ...).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from jedictl.clock import EARLIEST, LATEST, in_range, parse_time
+from jedictl.engine.input import fields
+from jedictl.engine.jobs.results import OutputReport
+from jedictl.engine.jobs.states import HEARTBEAT_STATUSES, REPORT_STATUSES
+from jedictl.errors import BadInput
+
+REPORT_KEYS = frozenset({
+    "job_id", "status", "attempt_nr", "error_source", "error_code", "error_diag", "trans_exit_code", "wall_time", "cpu_time",
+    "max_pss", "max_rss", "n_events", "started_at", "ended_at", "outputs",
+})
+OUTPUT_KEYS = frozenset({"lfn", "size", "checksum", "guid", "n_events", "no_output"})
+HEARTBEAT_KEYS = frozenset({"job_id", "status", "attempt_nr"})
+#: error_code and trans_exit_code are INTEGER columns.
+_INT32 = (-fields.INT32_MAX - 1, fields.INT32_MAX)
+#: Memory high-water marks (kB) above a pebibyte are not measurements; the scouts turn them into MB in an
+#: INTEGER column, which such a value would overflow.
+MAX_MEMORY_KB = 2**40
+#: Wall and CPU times (s) above this (68 years) are not measurements either.
+MAX_SECONDS = float(fields.INT32_MAX)
+# PanDA pilot field names (update_job) -> jedictl's.
+_ALIASES = {
+    "PandaID": "job_id", "pandaid": "job_id", "jobStatus": "status", "attemptNr": "attempt_nr", "transExitCode": "trans_exit_code",
+    "cpuConsumptionTime": "cpu_time", "maxPSS": "max_pss", "maxRSS": "max_rss", "nEvents": "n_events", "startTime": "started_at",
+    "endTime": "ended_at", "pilotErrorDiag": "error_diag", "exeErrorDiag": "error_diag",
+}
+# A PanDA error-code field names its source.
+_SOURCE_FIELDS = {"pilotErrorCode": "pilot", "exeErrorCode": "exe", "ddmErrorCode": "ddm", "jobDispatcherErrorCode": "jobdispatcher",
+                  "taskBufferErrorCode": "taskbuffer", "supErrorCode": "sup"}
+
+
+@dataclass(frozen=True)
+class ExecutorReport:
+    """One final report: the outcome and the metrics the job row keeps."""
+
+    line: int
+    job_id: int
+    status: str  # finished | failed
+    attempt_nr: int | None = None
+    error_source: str | None = None
+    error_code: int | None = None
+    error_diag: str | None = None
+    trans_exit_code: int | None = None
+    wall_time: float | None = None  # s
+    cpu_time: float | None = None  # s
+    max_pss: int | None = None  # kB, as pilots report it
+    max_rss: int | None = None  # kB
+    n_events: int | None = None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    outputs: tuple[OutputReport, ...] = ()
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    line: int | None  # None: given on the command line
+    job_id: int
+    status: str  # starting | running | holding | transferring | merging
+    attempt_nr: int | None = None
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A line that could not be read, or a report the store would not take."""
+
+    line: int
+    job_id: int | None
+    reason: str
+
+
+def json_lines(text: str) -> Iterable[tuple[int, Any | Refused]]:
+    """(line number, decoded object or Refused) for every non-blank line. Lines end at \n only (JSON
+    Lines): str.splitlines() also broke lines at \r, \x1c, \x85 and U+2028, which JSON keeps raw inside
+    strings (an error_diag quoting a payload's output), so a valid report was cut in two and refused."""
+    for number, raw in enumerate(text.split("\n"), 1):
+        if not raw.strip():
+            continue
+        try:
+            yield number, json.loads(raw)
+        except json.JSONDecodeError as exc:
+            yield number, Refused(number, None, f"not JSON ({exc.msg} at column {exc.colno})")
+        except RecursionError:
+            yield number, Refused(number, None, "not JSON (nested too deeply)")
+        except ValueError as exc:  # an integer of more digits than Python converts
+            yield number, Refused(number, None, f"not JSON ({str(exc).splitlines()[0]})")
+
+
+def parse_reports(text: str) -> tuple[list[ExecutorReport], list[Refused]]:
+    return _parse(text, parse_report)
+
+
+def parse_heartbeats(text: str) -> tuple[list[Heartbeat], list[Refused]]:
+    return _parse(text, parse_heartbeat)
+
+
+def _parse(text: str, parse_one: Any) -> tuple[list[Any], list[Refused]]:
+    parsed, refused = [], []
+    for number, item in json_lines(text):
+        if isinstance(item, Refused):
+            refused.append(item)
+            continue
+        try:
+            parsed.append(parse_one(item, number))
+        except BadInput as exc:
+            job_id = item.get("job_id", item.get("PandaID")) if isinstance(item, Mapping) else None
+            refused.append(Refused(number, job_id if isinstance(job_id, int) else None, str(exc)))
+    return parsed, refused
+
+
+def parse_report(item: Any, line: int = 1) -> ExecutorReport:
+    raw = _normalise(item, REPORT_KEYS, f"line {line}")
+    where = f"line {line}"
+    status = fields.text(raw.get("status"), f"{where}.status", required=True, max_length=32)
+    if status not in {s.value for s in REPORT_STATUSES}:
+        raise BadInput(f"must be one of {', '.join(sorted(s.value for s in REPORT_STATUSES))} "
+                       "(progress goes through `jobs heartbeat`)", f"{where}.status")
+    outputs = tuple(_output(entry, f"{where}.outputs[{index}]") for index, entry in enumerate(fields.sequence(raw.get("outputs"), f"{where}.outputs")))
+    if len({o.lfn for o in outputs}) != len(outputs):
+        raise BadInput("names a file twice", f"{where}.outputs")
+    error_code = fields.integer(raw.get("error_code"), f"{where}.error_code", *_INT32)
+    error_source = fields.text(raw.get("error_source"), f"{where}.error_source", max_length=32)
+    if (error_code is None) != (error_source is None):
+        raise BadInput("error_source and error_code go together", f"{where}.error_code")
+    return ExecutorReport(
+        line=line,
+        job_id=_job_id(raw, where),
+        status=status,
+        attempt_nr=fields.integer(raw.get("attempt_nr"), f"{where}.attempt_nr", minimum=0),
+        error_source=error_source,
+        error_code=error_code,
+        error_diag=fields.text(raw.get("error_diag"), f"{where}.error_diag", max_length=4000),
+        trans_exit_code=fields.integer(raw.get("trans_exit_code"), f"{where}.trans_exit_code", *_INT32),
+        wall_time=_seconds(raw.get("wall_time"), f"{where}.wall_time"),
+        cpu_time=_seconds(raw.get("cpu_time"), f"{where}.cpu_time"),
+        max_pss=fields.integer(raw.get("max_pss"), f"{where}.max_pss", minimum=0, maximum=MAX_MEMORY_KB),
+        max_rss=fields.integer(raw.get("max_rss"), f"{where}.max_rss", minimum=0, maximum=MAX_MEMORY_KB),
+        n_events=fields.integer(raw.get("n_events"), f"{where}.n_events", minimum=0),
+        started_at=_time(raw.get("started_at"), f"{where}.started_at"),
+        ended_at=_time(raw.get("ended_at"), f"{where}.ended_at"),
+        outputs=outputs,
+    )
+
+
+def parse_heartbeat(item: Any, line: int | None = 1) -> Heartbeat:
+    where = f"line {line}" if line is not None else "heartbeat"
+    raw = _normalise(item, HEARTBEAT_KEYS, where)
+    status = fields.text(raw.get("status"), f"{where}.status", max_length=32) or "running"
+    if status not in {s.value for s in HEARTBEAT_STATUSES}:
+        raise BadInput(f"must be one of {', '.join(sorted(s.value for s in HEARTBEAT_STATUSES))} "
+                       "(the end of a job goes through `jobs report`)", f"{where}.status")
+    return Heartbeat(line, _job_id(raw, where), status, fields.integer(raw.get("attempt_nr"), f"{where}.attempt_nr", minimum=0))
+
+
+def _normalise(item: Any, allowed: frozenset[str], where: str) -> dict[str, Any]:
+    if not isinstance(item, Mapping):
+        raise BadInput("must be a JSON object", where)
+    raw: dict[str, Any] = {}
+    for key, value in item.items():
+        if key in _SOURCE_FIELDS:
+            if value not in (None, 0, "0") and "error_code" in allowed and "error_code" not in raw:
+                raw["error_source"], raw["error_code"] = _SOURCE_FIELDS[key], value
+            continue
+        name = _ALIASES.get(key, key)
+        if name not in allowed:
+            raise BadInput(f"unknown key; expected one of {', '.join(sorted(allowed))}", f"{where}.{key}")
+        raw[name] = value
+    return raw
+
+
+def _job_id(raw: Mapping[str, Any], where: str) -> int:
+    job_id = fields.integer(raw.get("job_id"), f"{where}.job_id", minimum=1)
+    if job_id is None:
+        raise BadInput("is required", f"{where}.job_id")
+    return job_id
+
+
+def _output(entry: Any, where: str) -> OutputReport:
+    if not isinstance(entry, Mapping):
+        raise BadInput("must be an object", where)
+    unknown = set(entry) - OUTPUT_KEYS
+    if unknown:
+        raise BadInput(f"unknown key {sorted(unknown)[0]!r}; expected one of {', '.join(sorted(OUTPUT_KEYS))}", where)
+    return OutputReport(
+        lfn=fields.text(entry.get("lfn"), f"{where}.lfn", required=True, max_length=1024) or "",
+        size=fields.integer(entry.get("size"), f"{where}.size", minimum=0),
+        checksum=fields.text(entry.get("checksum"), f"{where}.checksum", max_length=64),
+        guid=fields.text(entry.get("guid"), f"{where}.guid", max_length=64),
+        n_events=fields.integer(entry.get("n_events"), f"{where}.n_events", minimum=0),
+        no_output=fields.flag(entry.get("no_output"), f"{where}.no_output"),
+    )
+
+
+def _seconds(value: Any, where: str) -> float | None:
+    seconds = fields.number(value, where, minimum=0)
+    if seconds is not None and seconds > MAX_SECONDS:
+        raise BadInput(f"must be at most {MAX_SECONDS:.0f} seconds", where)
+    return seconds
+
+
+def _time(value: Any, where: str) -> datetime | None:
+    if value is None:
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        from datetime import UTC
+
+        try:
+            moment = datetime.fromtimestamp(value, UTC).replace(tzinfo=None)  # epoch seconds, as pilots send
+        except (ValueError, OverflowError, OSError) as exc:  # NaN, or a time no calendar holds
+            raise BadInput("must be an ISO-8601 time or epoch seconds", where) from exc
+        return _in_range(moment, where)
+    try:
+        moment = parse_time(str(value))
+    except ValueError as exc:
+        raise BadInput("must be an ISO-8601 time or epoch seconds", where) from exc
+    return _in_range(moment, where)
+
+
+def _in_range(moment: datetime, where: str) -> datetime:
+    if not in_range(moment):
+        raise BadInput(f"must lie between {EARLIEST:%Y-%m-%d} and {LATEST:%Y-%m-%d}", where)
+    return moment

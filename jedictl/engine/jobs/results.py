@@ -1,0 +1,267 @@
+"""Propagation of a job's outcome to its file records and dataset counters, guarded by attempt numbers.
+
+Follows panda-server.md §2.6 (`propagateResultToJEDI`: new file statuses, attempt fields, counter
+deltas, idempotency) and §7 gotchas 3-5, jedi-inventory.md §10.1. Attempts live on files: every job
+end adds one to the inputs' attemptNr, a genuine failure also to failedAttempt; cancelled and closed
+jobs use an attempt but not a failure. A file whose attempts or failures are used up becomes `failed`
+(JEDI leaves it `ready` but ineligible; an explicit status is clearer and is what `retry` looks for).
+
+The decision is pure. The caller applies each `FileUpdate` with a guarded UPDATE
+(`WHERE id = :file_id AND attempt_nr = :expected_attempt_nr AND status IN (:expected_statuses)`) and
+adds a file's `delta` to the dataset counters only when that UPDATE changed exactly one row, all in
+the job's transaction; `Propagation.deltas(applied)` sums them per dataset in lock order. A report
+that is a duplicate, out of order or for an unknown job is refused and changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from jedictl.engine.jobs.states import can_transition
+from jedictl.model import JOB_FINAL, FileStatus, JobStatus
+
+INPUT_JOB_FILE_TYPES = frozenset({"input", "pseudo_input"})
+OUTPUT_JOB_FILE_TYPES = frozenset({"output", "log"})
+#: files.type of pre-merge (unmerged) files: outputs of pre-merge jobs, inputs of merge jobs.
+UNMERGED_FILE_TYPES = frozenset({"trn_output", "trn_log"})
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """The `jobs` row as the report finds it."""
+
+    id: int
+    status: str
+    attempt_nr: int
+
+
+@dataclass(frozen=True)
+class JobFileRecord:
+    """A `job_files` row: attempt_nr is the file's attemptNr when the job was generated."""
+
+    file_id: int | None
+    dataset_id: int
+    lfn: str
+    type: str  # input | pseudo_input | output | log
+    attempt_nr: int
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    """A `files` row (JEDI dataset contents)."""
+
+    id: int
+    dataset_id: int
+    type: str
+    status: str
+    attempt_nr: int = 0
+    max_attempt: int | None = None
+    failed_attempt: int = 0
+    max_failure: int | None = None
+    keep_track: bool = True
+    n_events: int | None = None
+    start_event: int | None = None
+    end_event: int | None = None
+    ram_count: int | None = None  # per-file RAM set by the retry module
+
+
+@dataclass(frozen=True)
+class OutputReport:
+    """One output file as the executor reports it."""
+
+    lfn: str
+    size: int | None = None
+    checksum: str | None = None
+    guid: str | None = None
+    n_events: int | None = None
+    no_output: bool = False  # an optional output the payload did not produce
+
+
+@dataclass(frozen=True)
+class JobReport:
+    job_id: int
+    status: str  # finished | failed | cancelled | closed
+    attempt_nr: int | None = None  # the attempt the executor ran; None: not checked
+    outputs: tuple[OutputReport, ...] = ()
+
+
+@dataclass(frozen=True)
+class DatasetDelta:
+    """Relative changes to one `datasets` row's counters."""
+
+    dataset_id: int
+    n_files_used: int = 0
+    n_files_finished: int = 0
+    n_files_failed: int = 0
+    n_files_on_hold: int = 0
+    n_events_used: int = 0
+    n_events: int = 0
+    n_files_to_be_used: int = 0  # unmerged outputs released to merge jobs (JEDI raises the trn dataset's watermark)
+
+    def __add__(self, other: DatasetDelta) -> DatasetDelta:
+        return DatasetDelta(self.dataset_id, *(getattr(self, name) + getattr(other, name) for name in COUNTERS))
+
+    def is_zero(self) -> bool:
+        return not any(getattr(self, name) for name in COUNTERS)
+
+
+COUNTERS = ("n_files_used", "n_files_finished", "n_files_failed", "n_files_on_hold", "n_events_used", "n_events", "n_files_to_be_used")
+
+
+@dataclass(frozen=True)
+class FileUpdate:
+    """New values for one `files` row, valid only if the row is still as the job left it."""
+
+    file_id: int
+    expected_attempt_nr: int
+    expected_statuses: tuple[str, ...]
+    status: str
+    attempt_nr: int
+    failed_attempt: int
+    values: Mapping[str, Any] = field(default_factory=dict)  # other columns: size, checksum, guid, n_events, keep_track ...
+    delta: DatasetDelta | None = None
+
+
+@dataclass(frozen=True)
+class Propagation:
+    accepted: bool
+    reason: str = ""  # why nothing changes, or what was changed about the outcome
+    duplicate: bool = False  # the same report again: nothing to do, nothing wrong
+    job_status: str | None = None  # the job's new status (guarded by its old status and attempt)
+    file_updates: tuple[FileUpdate, ...] = ()
+    skipped_files: tuple[tuple[int, str], ...] = ()  # (file id, why the file is left alone)
+
+    def deltas(self, applied: Iterable[int] | None = None) -> tuple[DatasetDelta, ...]:
+        """Counter deltas of the updates that were applied (all when `applied` is None), one per
+        dataset, in dataset-id order (the order rows are locked in, so two jobs never deadlock)."""
+        chosen = set(applied) if applied is not None else None
+        totals: dict[int, DatasetDelta] = {}
+        for update in self.file_updates:
+            if update.delta is None or (chosen is not None and update.file_id not in chosen):
+                continue
+            current = totals.get(update.delta.dataset_id, DatasetDelta(update.delta.dataset_id))
+            totals[update.delta.dataset_id] = current + update.delta
+        return tuple(totals[key] for key in sorted(totals) if not totals[key].is_zero())
+
+
+def propagate(job: JobRecord | None, report: JobReport, job_files: Sequence[JobFileRecord],
+              files: Mapping[int, FileRecord], *, merge_input_extra_attempts: int = 3) -> Propagation:
+    """What a final report does to the job, its input and output file records and the counters.
+
+    `merge_input_extra_attempts`: the attempts an unmerged output gets as a merge input
+    (panda-server §2.6: maxAttempt = attemptNr + 3)."""
+    if job is None:
+        return Propagation(False, f"unknown job {report.job_id}")
+    status = JobStatus(report.status)
+    if status not in JOB_FINAL:
+        return Propagation(False, f"{status.value} is not a final job status")
+    if report.attempt_nr is not None and report.attempt_nr != job.attempt_nr:
+        return Propagation(False, f"attempt mismatch: the report is for attempt {report.attempt_nr}, "
+                                  f"job {job.id} is at attempt {job.attempt_nr}")
+    if job.status in JOB_FINAL:
+        if job.status == status:
+            return Propagation(False, f"duplicate report: job {job.id} is already {job.status}", duplicate=True)
+        return Propagation(False, f"job {job.id} is already {job.status}")
+    if not can_transition(job.status, status):
+        return Propagation(False, f"out of order: job {job.id} is {job.status}, it cannot become {status.value}")
+    reported = {output.lfn: output for output in report.outputs}
+    reason = ""
+    if status == JobStatus.FINISHED:
+        missing = [jf.lfn for jf in job_files if (jf.type in OUTPUT_JOB_FILE_TYPES or jf.type in UNMERGED_FILE_TYPES)
+                   and jf.lfn not in reported]
+        if missing:
+            # PanDA's adder fails a job whose output cannot be registered; so does jedictl.
+            status = JobStatus.FAILED
+            reason = f"output {missing[0]} was not reported: the job counts as failed"
+    updates: list[FileUpdate] = []
+    skipped: list[tuple[int, str]] = []
+    for job_file in job_files:
+        if job_file.file_id is None:
+            continue
+        record = files.get(job_file.file_id)
+        why = _skip_reason(job_file, record)
+        if why:
+            skipped.append((job_file.file_id, why))
+            continue
+        assert record is not None
+        if job_file.type in INPUT_JOB_FILE_TYPES:
+            updates.append(_input_update(record, status))
+        else:
+            updates.append(_output_update(record, status, job, reported.get(job_file.lfn), merge_input_extra_attempts))
+    return Propagation(True, reason, job_status=status.value, file_updates=tuple(updates), skipped_files=tuple(skipped))
+
+
+def _skip_reason(job_file: JobFileRecord, record: FileRecord | None) -> str:
+    if record is None:
+        return "no file record"
+    if not record.keep_track:
+        return "not tracked (reusable or nosplit+repeat secondary)"
+    if record.attempt_nr != job_file.attempt_nr:
+        return f"file is at attempt {record.attempt_nr}, the job used attempt {job_file.attempt_nr}"
+    expected = _INPUT_LIVE if job_file.type in INPUT_JOB_FILE_TYPES else _OUTPUT_LIVE
+    if record.status not in expected:
+        return f"file is {record.status}, not in a live job"
+    return ""
+
+
+_INPUT_LIVE = (FileStatus.RUNNING.value, FileStatus.PICKED.value)
+_OUTPUT_LIVE = (FileStatus.DEFINED.value, FileStatus.RUNNING.value)
+
+
+def _input_update(record: FileRecord, status: JobStatus) -> FileUpdate:
+    attempt_nr = record.attempt_nr + 1
+    common = {"file_id": record.id, "expected_attempt_nr": record.attempt_nr, "expected_statuses": _INPUT_LIVE,
+              "attempt_nr": attempt_nr}
+    if status == JobStatus.FINISHED:
+        return FileUpdate(**common, status=FileStatus.FINISHED.value, failed_attempt=record.failed_attempt,
+                          delta=DatasetDelta(record.dataset_id, n_files_finished=1, n_events_used=input_events(record)))
+    failed_attempt = record.failed_attempt + (1 if status == JobStatus.FAILED else 0)
+    if is_retryable(attempt_nr, record.max_attempt, failed_attempt, record.max_failure):
+        # Back in the pool: giving back the "used" count is what makes the generator make a new job.
+        # An unmerged input waits for the next merge job at its site (still tagged with its producer).
+        again = FileStatus.MERGING if record.type in UNMERGED_FILE_TYPES else FileStatus.READY
+        return FileUpdate(**common, status=again.value, failed_attempt=failed_attempt,
+                          delta=DatasetDelta(record.dataset_id, n_files_used=-1))
+    final = FileStatus.NOTMERGED if record.type in UNMERGED_FILE_TYPES else FileStatus.FAILED
+    return FileUpdate(**common, status=final.value, failed_attempt=failed_attempt,
+                      delta=DatasetDelta(record.dataset_id, n_files_failed=1))
+
+
+def _output_update(record: FileRecord, status: JobStatus, job: JobRecord, output: OutputReport | None,
+                   merge_attempts: int) -> FileUpdate:
+    common = {"file_id": record.id, "expected_attempt_nr": record.attempt_nr, "expected_statuses": _OUTPUT_LIVE,
+              "attempt_nr": record.attempt_nr, "failed_attempt": record.failed_attempt}
+    if status != JobStatus.FINISHED or output is None:
+        new = FileStatus.FAILED if status == JobStatus.FAILED else FileStatus.CANCELLED
+        if record.type in UNMERGED_FILE_TYPES:
+            # Never released to merge jobs, so not a failed merge input: counting it would make the
+            # merge master look complete while released files still wait in `merging`.
+            return FileUpdate(**common, status=new.value)
+        return FileUpdate(**common, status=new.value, delta=DatasetDelta(record.dataset_id, n_files_failed=1))
+    if output.no_output:
+        return FileUpdate(**common, status=FileStatus.NOOUTPUT.value)
+    metadata = {"size": output.size, "checksum": output.checksum, "guid": output.guid, "n_events": output.n_events}
+    values = {key: value for key, value in metadata.items() if value is not None}
+    if record.type in UNMERGED_FILE_TYPES:
+        # Waits for a merge job at the site: tagged with its producer, with merge attempts of its own,
+        # and released to merge jobs by raising its dataset's watermark (what the generator looks for).
+        values.update(boundary_id=job.id, max_attempt=record.attempt_nr + merge_attempts)
+        return FileUpdate(**common, status=FileStatus.MERGING.value, values=values,
+                          delta=DatasetDelta(record.dataset_id, n_files_to_be_used=1))
+    values["keep_track"] = False
+    return FileUpdate(**common, status=FileStatus.FINISHED.value, values=values,
+                      delta=DatasetDelta(record.dataset_id, n_files_finished=1, n_events=output.n_events or 0))
+
+
+def is_retryable(attempt_nr: int, max_attempt: int | None, failed_attempt: int, max_failure: int | None) -> bool:
+    """A file may be tried again while attempts and (if bounded) genuine failures remain."""
+    return (max_attempt is None or attempt_nr < max_attempt) and (max_failure is None or failed_attempt < max_failure)
+
+
+def input_events(record: FileRecord) -> int:
+    """Events a finished input contributed: its event range, else its event count."""
+    if record.start_event is not None and record.end_event is not None:
+        return record.end_event - record.start_event + 1
+    return record.n_events or 0

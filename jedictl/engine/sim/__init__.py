@@ -1,0 +1,2 @@
+"""The pilot simulator and the demo: executors played by the program.
+"""

@@ -1,0 +1,131 @@
+"""`jedictl simulate`: pilots played by the program itself, for demos and end-to-end tests.
+
+A pass takes each site that has activated jobs, dispatches up to N of them exactly as an executor
+would (engine.jobs.dispatcher), sends a `running` heartbeat, "runs" them and reports the outcome through
+the same path as `jobs report`. Nothing is special-cased: the store cannot tell a simulated pilot
+from a real one, which is the point.
+
+Outcomes are drawn from a seeded generator: a job fails with `failure_rate`, its error drawn by
+weight from the failure mix (settings.simulate.failure_mix or --error). Metrics are plausible: wall
+time from the input events (simulate.seconds_per_event per core, plus JEDI's 600 s base), CPU at 90 %
+efficiency, PSS below the job's RAM -- above it for a memory failure (pilot 1212 or trans 137), so
+that the retry module's memory ladder has something to climb.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from jedictl.config import Settings
+from jedictl.engine.agent import PassReport
+from jedictl.engine.jobs.dispatcher import DispatchRequest, dispatch_jobs
+from jedictl.engine.jobs.outcomes import ingest_reports, take_heartbeats
+from jedictl.engine.jobs.results import OutputReport
+from jedictl.engine.jobs.reports import ExecutorReport, Heartbeat
+from jedictl.errors import BadInput
+
+LOG_TYPES = ("log", "trn_log")
+
+EXECUTOR = "jedictl-simulate"
+#: Errors that mean "out of memory": the simulated PSS goes above the job's RAM.
+MEMORY_ERRORS = frozenset({("pilot", 1212), ("trans", 137)})
+BASE_WALLTIME_S = 600
+
+
+@dataclass(frozen=True)
+class SimError:
+    source: str
+    code: int
+    diag: str
+    weight: float = 1.0
+
+
+def load_failure_mix(entries: Sequence[Mapping[str, Any]]) -> tuple[SimError, ...]:
+    mix = []
+    for index, entry in enumerate(entries):
+        try:
+            mix.append(SimError(str(entry["source"]), int(entry["code"]), str(entry.get("diag", "")), float(entry.get("weight", 1))))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise BadInput("needs source, code and optionally diag and weight", f"simulate.failure_mix[{index}]") from exc
+    if not mix or any(e.weight < 0 for e in mix) or sum(e.weight for e in mix) <= 0:
+        raise BadInput("needs at least one error with a positive weight", "simulate.failure_mix")
+    return tuple(mix)
+
+
+def parse_error_option(text: str) -> SimError:
+    """`--error pilot:1212[:diag]`."""
+    parts = text.split(":", 2)
+    if len(parts) < 2 or not parts[0] or not parts[1].lstrip("-").isdigit():
+        raise BadInput(f"{text!r} is not SOURCE:CODE[:DIAG] (e.g. pilot:1212)", "--error")
+    return SimError(parts[0], int(parts[1]), parts[2] if len(parts) > 2 else f"simulated {parts[0]} error {parts[1]}")
+
+
+def simulated_report(payload: Mapping[str, Any], events: int, rng: random.Random, now: datetime, failure_rate: float,
+                     mix: Sequence[SimError], seconds_per_event: float) -> ExecutorReport:
+    """One job's report, drawn from `rng`: pure, so a seed replays a run exactly."""
+    cores = max(int(payload.get("core_count") or 1), 1)
+    ram_kb = int(payload.get("min_ram_count") or 2000) * 1024
+    wall = BASE_WALLTIME_S + events * seconds_per_event / cores * rng.uniform(0.8, 1.2)
+    failed = rng.random() < failure_rate
+    error = rng.choices(list(mix), weights=[e.weight for e in mix])[0] if failed else None
+    if error is not None and (error.source, error.code) in MEMORY_ERRORS:
+        pss = int(ram_kb * rng.uniform(1.05, 1.4))
+    else:
+        pss = int(ram_kb * rng.uniform(0.4, 0.9))
+    if error is not None:
+        wall *= rng.uniform(0.1, 0.9)  # failures end early
+    outputs = () if failed else tuple(
+        OutputReport(lfn=out["lfn"], size=rng.randint(1_000_000, 2_000_000_000) if out["type"] not in LOG_TYPES else rng.randint(10_000, 5_000_000),
+                     checksum=f"ad:{rng.getrandbits(32):08x}", guid=_guid(rng), n_events=events if out["type"] not in LOG_TYPES else None)
+        for out in payload.get("outputs", []))
+    return ExecutorReport(
+        line=0, job_id=payload["job_id"], status="failed" if failed else "finished", attempt_nr=payload.get("attempt_nr"),
+        error_source=error.source if error else None, error_code=error.code if error else None, error_diag=error.diag if error else None,
+        trans_exit_code=error.code if error is not None and error.source == "trans" else 0,
+        wall_time=round(wall, 1), cpu_time=round(wall * cores * 0.9, 1), max_pss=pss, max_rss=int(pss * 1.1),
+        n_events=events, started_at=now - timedelta(seconds=wall), ended_at=now, outputs=outputs)
+
+
+def _guid(rng: random.Random) -> str:
+    value = f"{rng.getrandbits(128):032x}"
+    return f"{value[:8]}-{value[8:12]}-{value[12:16]}-{value[16:20]}-{value[20:]}".upper()
+
+
+def simulate_pass(store: Any, settings: Settings, now: datetime, rng: random.Random, *, sites: Sequence[str] = (),
+                  jobs_per_site: int = 100, failure_rate: float | None = None, errors: Sequence[SimError] = ()) -> PassReport:
+    """Dispatch, run and report up to `jobs_per_site` jobs at each site (all sites with activated jobs
+    when `sites` is empty)."""
+    from jedictl.store import jobs as job_store
+
+    rate = settings.simulate.failure_rate if failure_rate is None else failure_rate
+    if not 0 <= rate <= 1:
+        raise BadInput("must be between 0 and 1", "--failure-rate")
+    mix = tuple(errors) or load_failure_mix(settings.simulate.failure_mix)
+    report = PassReport("simulate")
+    with store.read() as conn:
+        targets = list(sites) or job_store.sites_with_activated_jobs(conn)
+    for site in targets:
+        payloads = dispatch_jobs(store, settings, DispatchRequest(site, min(jobs_per_site, settings.dispatch.max_count), EXECUTOR), now, rng)
+        if not payloads:
+            report.add("idle", site=site, jobs=0, finished=0, failed=0)
+            continue
+        take_heartbeats(store, [Heartbeat(None, p["job_id"], "running", p.get("attempt_nr")) for p in payloads], now,
+                        settings.report.batch_size)
+        with store.read() as conn:
+            events = job_store.input_events(conn, [p["job_id"] for p in payloads])
+        outcomes = [simulated_report(p, events.get(p["job_id"], 0), rng, now, rate, mix, settings.simulate.seconds_per_event)
+                    for p in payloads]
+        results = ingest_reports(store, outcomes, settings, now)
+        ended = [r for r in results if r.outcome == "applied"]
+        refused = [r for r in results if r.outcome == "refused"]
+        report.add("error" if refused else "ran", site=site, jobs=len(payloads),
+                   finished=sum(1 for r in ended if r.status == "finished"), failed=sum(1 for r in ended if r.status != "finished"),
+                   reason="; ".join(r.reason for r in refused[:3]) or None)
+    report.counts["jobs"] = sum(item.get("jobs", 0) for item in report.items)
+    report.counts["finished"] = sum(item.get("finished", 0) for item in report.items)
+    report.counts["failed"] = sum(item.get("failed", 0) for item in report.items)
+    return report

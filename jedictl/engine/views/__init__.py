@@ -1,0 +1,2 @@
+"""Read models: task and job views, explain, metrics. They read; they never change the store.
+"""

@@ -1,0 +1,95 @@
+"""`jedictl explain task ID`: why a task is, or is not, progressing.
+
+Everything an operator would otherwise piece together from several tables: status and the reason in
+its error dialog, who holds its lease and until when, what it waits for, its files by status, the
+throttle decision for its queue, and the brokerage trail of its next chunk -- every site, kept with
+its weight or dropped by the first rule that failed, with the numbers. Read only.
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select
+
+from jedictl.config import Settings
+from jedictl.engine.brokerage.loading import chunk_of, load_catalog, load_site_loads, load_task_works, load_throttle_input, next_chunk_files
+from jedictl.engine.catalogs.data import DataCatalog
+from jedictl.engine.brokerage.job_brokerage import broker_job_sites
+from jedictl.engine.brokerage.model import task_requirements_from_row
+from jedictl.engine.task.options import options_from_dict
+from jedictl.engine.brokerage.task_brokerage import choose_nucleus
+from jedictl.engine.shares.throttler import throttle_decision
+from jedictl.model import TASK_FINAL, TaskStatus
+from jedictl.store import tasks as task_store
+from jedictl.store.schema import datasets, files
+
+
+def explain_task(conn: Any, task_id: int, settings: Settings, now: datetime, data: DataCatalog, seed: int | None = None) -> dict[str, Any]:
+    task = task_store.get_task(conn, task_id)
+    options = options_from_dict(task.options)
+    report: dict[str, Any] = {
+        "task_id": task.id, "name": task.name, "status": task.status, "old_status": task.old_status,
+        "reason": task.error_dialog, "work_queue": task.work_queue, "gshare": task.gshare, "resource_type": task.resource_type,
+        "nucleus": task.nucleus, "priority": task.current_priority,
+        "lease_owner": task.lease_owner, "lease_expires_at": task.lease_expires_at,
+        "lease_expired": bool(task.lease_owner and task.lease_expires_at and task.lease_expires_at < now),
+        "wait_until": task.wait_until, "pending_since": task.frozen_at,
+        "files": _files_by_status(conn, task_id),
+    }
+    summary: list[str] = []
+    if task.status in {s.value for s in TASK_FINAL}:
+        summary.append(f"the task is final ({task.status})")
+    elif task.lease_owner and not report["lease_expired"]:
+        summary.append(f"leased by {task.lease_owner} until {task.lease_expires_at:%Y-%m-%d %H:%M:%S}")
+    if task.status == TaskStatus.PENDING.value:
+        summary.append(f"pending: {task.error_dialog}" + (f" (re-checked after {task.wait_until:%Y-%m-%d %H:%M})" if task.wait_until else ""))
+    elif task.status in (TaskStatus.REGISTERED.value, TaskStatus.DEFINED.value):
+        step = "refine" if task.status == TaskStatus.REGISTERED.value else "feed"
+        summary.append(f"waits for `jedictl {step}`" + (f": {task.error_dialog}" if task.error_dialog else ""))
+
+    catalog = load_catalog(conn)
+    loads = load_site_loads(conn)
+    requirements = task_requirements_from_row(task._mapping, options)
+    chunk = chunk_of(next_chunk_files(conn, task_id, settings.task_broker.input_files), data, is_scout=task.status == TaskStatus.READY.value and not options.skip_scout)
+    if task.status == TaskStatus.ASSIGNING.value:
+        tokens = sorted({row[0] or "" for row in conn.execute(select(datasets.c.storage_token).where(
+            datasets.c.task_id == task_id, datasets.c.type.in_(["output", "log"])))})
+        nuclei = choose_nucleus(requirements, chunk, catalog, load_task_works(conn), loads, settings.task_broker, settings.brokerage,
+                                random.Random(seed), output_tokens=tokens)
+        report["nucleus_brokerage"] = nuclei.rows()
+        summary.append(f"task brokerage would choose {nuclei.nucleus}" if nuclei.ok else nuclei.error_dialog())
+    if task.gshare and task.status not in {s.value for s in TASK_FINAL}:
+        decision = throttle_decision(load_throttle_input(conn, task.gshare, task.resource_type, task.prod_source_label, settings.throttle.limits),
+                                     settings.throttle)
+        report["throttle"] = decision.as_dict()
+        if decision.throttled:
+            summary.append(f"its queue {task.gshare}/{task.resource_type} is throttled: {decision.message}")
+    if chunk.n_files:
+        sites = broker_job_sites(requirements, chunk, catalog, loads, settings.brokerage)
+        report["brokerage"] = [_fate_row(row) for row in sites.rows()]
+        summary.append(f"{len(sites.candidates)} sites can run its next jobs" if sites.ok else f"no site can run its next jobs ({sites.summary()})")
+    elif task.status in ("ready", "running", "scouting"):
+        summary.append("no released input is left to make jobs from")
+    report["summary"] = "; ".join(summary) or "nothing holds it back"
+    return report
+
+
+def _files_by_status(conn: Any, task_id: int) -> list[dict[str, Any]]:
+    rows = conn.execute(
+        select(datasets.c.name, datasets.c.type, files.c.status, func.count())
+        .join(datasets, datasets.c.id == files.c.dataset_id).where(datasets.c.task_id == task_id)
+        .group_by(datasets.c.name, datasets.c.type, files.c.status).order_by(datasets.c.name, files.c.status)
+    )
+    return [{"dataset": r[0], "type": r[1], "status": r[2], "files": r[3]} for r in rows]
+
+
+def _fate_row(row: dict[str, Any]) -> dict[str, Any]:
+    numbers = row.get("numbers") or {}
+    return {"site": row["site"], "kept": row["kept"], "rule": row["rule"], "message": row["message"],
+            "weight": round(row["weight"], 4) if row.get("weight") is not None else None,
+            "values": ", ".join(f"{k}={v}" for k, v in numbers.items())}
+
+

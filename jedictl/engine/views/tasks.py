@@ -1,0 +1,81 @@
+"""Read models for inspection commands: what `task list` and `task show` print."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from jedictl.engine.task import split_rule
+from jedictl.engine.task.options import options_from_dict
+
+COUNTERS = ("n_files", "n_files_to_be_used", "n_files_used", "n_files_finished", "n_files_failed",
+            "n_files_on_hold", "n_files_missing", "n_events", "n_events_to_be_used", "n_events_used")
+RESOURCES = ("core_count", "ram_count", "ram_unit", "base_ram_count", "walltime", "walltime_unit", "base_walltime",
+             "cpu_time", "cpu_time_unit", "cpu_efficiency", "out_disk_count", "out_disk_unit", "work_disk_count",
+             "work_disk_unit", "io_intensity", "io_intensity_unit")
+
+
+def task_summary(row: Any) -> dict[str, Any]:
+    return {
+        "task_id": row.id, "name": row.name, "user": row.user_name, "status": row.status,
+        "priority": row.current_priority, "work_queue": row.work_queue, "gshare": row.gshare,
+        "modified_at": row.modified_at,
+    }
+
+
+def list_tasks(conn, status: Sequence[str] = (), user: str | None = None, limit: int = 100) -> list[dict[str, Any]]:  # noqa: ANN001
+    from jedictl.store import tasks as task_store
+
+    return [task_summary(row) for row in task_store.list_tasks(conn, status, user, limit)]
+
+
+def task_details(conn, task_id: int) -> dict[str, Any]:  # noqa: ANN001
+    """Everything about one task: identity, status, options, resources, datasets, templates, its jobs
+    per status with their aggregate state (job_summary), history and the commands given to it."""
+    from jedictl.engine.views.job_summary import summarise
+    from jedictl.store import datasets as dataset_store
+    from jedictl.store import jobs as job_store
+    from jedictl.store import task_commands as command_store
+    from jedictl.store import tasks as task_store
+
+    row = task_store.get_task(conn, task_id)
+    params = task_store.get_params(conn, task_id)
+    templates = dataset_store.templates_of(conn, task_id)
+    by_dataset: dict[int, list[dict[str, Any]]] = {}
+    for template in templates:
+        by_dataset.setdefault(template.dataset_id, []).append({"template": template.filename_template, "next_serial": template.serial_nr})
+    options = options_from_dict(row.options)
+    details: dict[str, Any] = {
+        "task_id": row.id, "name": row.name, "user": row.user_name, "status": row.status, "old_status": row.old_status,
+        "error_dialog": row.error_dialog, "vo": row.vo, "prod_source_label": row.prod_source_label,
+        "task_type": row.task_type, "processing_type": row.processing_type, "working_group": row.working_group,
+        "campaign": row.campaign, "task_priority": row.task_priority, "current_priority": row.current_priority,
+        "parent_id": row.parent_id, "work_queue": row.work_queue, "gshare": row.gshare, "resource_type": row.resource_type,
+        "cloud": row.cloud, "site": row.site, "nucleus": row.nucleus, "attempt_nr": row.attempt_nr,
+        "transformation": row.trans_path, "release": row.trans_uses, "cache": row.trans_home,
+        "architecture": row.architecture, "container": row.container_name,
+        "format": params.format, "options": options.as_dict(), "split_rule": split_rule.encode(options),
+        "resources": {name: getattr(row, name) for name in RESOURCES},
+        "job_parameters": dataset_store.job_templates_of(conn, task_id),
+        "lease_owner": row.lease_owner, "lease_expires_at": row.lease_expires_at,
+        "created_at": row.created_at, "modified_at": row.modified_at, "state_changed_at": row.state_changed_at,
+        "unknown_keys": list(params.unknown_keys or []),
+        "datasets": [
+            {"dataset_id": d.id, "name": d.name, "type": d.type, "stream": d.stream_name, "status": d.status,
+             "state": d.state, "master_id": d.master_id, "provenance_id": d.provenance_id, "container": d.container_name,
+             "attributes": d.attributes, "destination": d.destination, "storage_token": d.storage_token,
+             "file_templates": by_dataset.get(d.id, []),
+             **{name: getattr(d, name) for name in COUNTERS}}
+            for d in dataset_store.datasets_of(conn, task_id)
+        ],
+        "jobs": summarise(job_store.count_by_status(conn, task_id)).as_dict(),
+        "status_history": [
+            {"status": h.status, "previous": h.previous_status, "reason": h.reason, "at": h.changed_at, "by": h.changed_by}
+            for h in task_store.status_history(conn, task_id)
+        ],
+        "commands": [
+            {"command": c.command, "qualifier": c.qualifier, "by": c.requested_by, "at": c.requested_at, "comment": c.comment,
+             "status": c.status, "outcome": c.outcome, "parameters": c.parameters}
+            for c in command_store.commands_of(conn, task_id)
+        ],
+    }
+    return details
