@@ -22,6 +22,12 @@ running record is in its live job (nothing lost); no record finished by two jobs
 every task reached a final state; no job is left live; no lease is held by a dead process after a
 watch pass; and no process ended unless it was killed. Exit 1 on any violation.
 
+Issue 14 added, before the kills, rounds of plain concurrent `jedictl run --once` (cron overlap: default
+leases and settings, nobody killed: every run exits 0, and after each round no lease is left and every
+task's history is a chain); during the chaos, files appended to re-opened input datasets and `task
+incexec` (or `task kill`) by the driver; the lease checks `check --dead-owner` / `--no-live-passes`;
+and `--break-guard` to show the invariants catch a deliberately broken lease guard.
+
     python bench/chaos.py --backend postgresql --minutes 10
     python bench/chaos.py --backend sqlite --minutes 5
 """
@@ -155,6 +161,94 @@ class Workload:
             return conn.execute(select(func.count()).where(tasks.c.status.notin_(idle))).scalar_one()
 
 
+@dataclass
+class ChurnFigures:
+    files_added: int = 0
+    datasets_opened: int = 0
+    incexecs: int = 0
+    kills: int = 0  # operators' `task kill` of a running task (to incexec it once it is aborted)
+    refused: Counter = field(default_factory=Counter)  # incexec refusals by reason (the task moved on first ...)
+
+
+class Churn:
+    """What users and data management do while the agents run (issue 14): files appended to input
+    datasets -- a closed one is re-opened first, and they stay open until the chaos ends, so tasks
+    still reading them pick the files up on their next feed -- and `task incexec` on tasks that
+    ended, which sends them back to `defined` to be fed again, racing the agents that hold leases."""
+
+    def __init__(self, store: Any, settings: Any, workload: Workload, rng: random.Random):
+        self.store, self.settings, self.workload, self.rng = store, settings, workload, rng
+        self.opened: set[str] = set()
+        self.figures = ChurnFigures()
+        self._serial = 0
+
+    def step(self, now: datetime) -> None:
+        self.add_files(now)
+        self.incexec(now)
+
+    def add_files(self, now: datetime) -> None:
+        from sqlalchemy import select
+
+        from jedictl.model.catalog import CatalogFile
+        from jedictl.store import data_catalog as catalog
+        from jedictl.store.schema import catalog_datasets
+
+        k = self.rng.randrange(self.workload.n_datasets)
+        name = f"chaos.data.{k:03d}.DAOD"
+        new = []
+        for _ in range(2):
+            self._serial += 1
+            new.append(CatalogFile(f"chaos.data.{k:03d}._added{self._serial:06d}.root", scope="chaos", size=500_000_000, n_events=2000,
+                                   checksum=f"ad:{self._serial:08x}", guid=str(uuid.UUID(int=(1 << 100) + self._serial)).upper()))
+        with self.store.begin() as conn:
+            state = conn.execute(select(catalog_datasets.c.state).where(catalog_datasets.c.name == name)).scalar_one()
+            if state != "open":
+                catalog.set_state(conn, name, "open", now)
+                self.opened.add(name)
+                self.figures.datasets_opened += 1
+            self.figures.files_added += catalog.add_files(conn, name, new, now)
+
+    def incexec(self, now: datetime) -> None:
+        """`task incexec` (nFilesPerJob 1) on a file-based chaos task that ended; when none has ended yet,
+        an operator kills a running one (its lease broken under the agent holding it), to incexec later."""
+        from sqlalchemy import select
+
+        from jedictl.engine.commando.commands import Request, run_command
+        from jedictl.errors import JedictlError
+        from jedictl.store.schema import tasks
+
+        def file_based(statuses: tuple[str, ...]) -> list[int]:
+            with self.store.read() as conn:
+                return [row.id for row in conn.execute(select(tasks.c.id, tasks.c.name).where(
+                    tasks.c.status.in_(statuses), tasks.c.name.like("chaos.task.%")))
+                    if int(row.name.rsplit(".", 1)[1]) % 5 in (0, 1, 2)]
+
+        ended = file_based(("finished", "failed", "done", "aborted"))
+        request = None
+        if ended:
+            request = Request("incexec", self.rng.choice(ended), "chaos", "chaos: files were added", changes={"nFilesPerJob": 1})
+        elif running := file_based(("running", "scouting")):
+            request = Request("kill", self.rng.choice(running), "chaos", "chaos: killed to be incexec'd")
+        if request is None:
+            return
+        try:
+            run_command(self.store, request, self.settings, now)
+            if request.command == "incexec":
+                self.figures.incexecs += 1
+            else:
+                self.figures.kills += 1
+        except JedictlError as exc:
+            self.figures.refused[f"{request.command}: {str(exc)[:100]}"] += 1
+
+    def close_all(self, now: datetime) -> None:
+        """No more files: the datasets opened during the chaos are closed, so their tasks can end."""
+        from jedictl.store import data_catalog as catalog
+
+        with self.store.begin() as conn:
+            for name in sorted(self.opened):
+                catalog.set_state(conn, name, "closed", now)
+
+
 # ----------------------------------------------------------------------------------------- processes
 
 @dataclass
@@ -182,6 +276,7 @@ class Figures:
     unexpected: list[str] = field(default_factory=list)  # processes that ended without being killed
     starts: int = 0
     submitted_during: int = 0
+    killed_pids: list[int] = field(default_factory=list)  # their leases are those of dead owners (`check --dead-owner`)
 
 
 class Chaos:
@@ -218,6 +313,7 @@ class Chaos:
         alive = process.poll() is None
         if alive:
             process.send_signal(signal.SIGKILL)
+            self.figures.killed_pids.append(process.pid)
         process.wait()
         if not alive:
             self._ended_alone(slot)
@@ -253,16 +349,22 @@ class Chaos:
             if slot.process is not None:
                 self.figures.stopped += self.kill(slot)
 
-    def run(self, seconds: float, workload: Workload, backlog: int, say: Callable[[str], None], status: Callable[[], str]) -> None:
+    def run(self, seconds: float, workload: Workload, backlog: int, say: Callable[[str], None], status: Callable[[], str],
+            churn: Churn | None = None, churn_every: float = 3.0) -> None:
         for slot in self.slots:
             self.start(slot)
         started = time.monotonic()
         deadline = started + seconds
         next_kill = started + self.rng.uniform(*self.kill_every)
-        next_topup = next_report = started
+        next_topup = next_report = next_churn = started
         try:
             while (moment := time.monotonic()) < deadline:
                 self.check_ended()
+                if churn is not None and moment >= next_churn:
+                    from jedictl.clock import utcnow
+
+                    churn.step(utcnow())
+                    next_churn = moment + churn_every
                 if moment >= next_kill:
                     next_kill = moment + (self.rng.uniform(*self.kill_every) if self.kill_one() else 0.1)
                 if backlog and moment >= next_topup:
@@ -279,6 +381,62 @@ class Chaos:
                 time.sleep(0.02)
         finally:
             self.stop()
+
+
+# ------------------------------------------------------------------------------------- cron overlap
+
+@dataclass
+class CronFigures:
+    rounds: int = 0
+    runs: int = 0
+    seconds: float = 0.0
+    exits: Counter = field(default_factory=Counter)
+    failed_runs: list[str] = field(default_factory=list)  # a `run --once` that exited non-zero: a pass met errors
+    after_rounds: list[str] = field(default_factory=list)  # leases left, inconsistent history ... once a round's runs exited
+
+
+def cron_env(env: dict[str, str]) -> dict[str, str]:
+    """A plain cron line's environment: none of the chaos's simulator settings, default leases."""
+    plain = {k: v for k, v in env.items() if k not in CHAOS_SETTINGS and k != "JEDICTL_LEASE__SECONDS"}
+    return plain
+
+
+def cron_overlap(store: Any, url: str, env: dict[str, str], rounds: int, workers: int, rng: random.Random, logs: Path,
+                 say: Callable[[str], None]) -> CronFigures:
+    """Cron firing while the previous run is still busy (issue 14, defect 1): each round starts `workers`
+    plain `jedictl run --once` processes and one `jedictl simulate --once` at the same moment, on the
+    real clock with default settings, and waits for all. Nobody is killed, so every run must exit 0,
+    and once they have exited no task may be leased and every task's history must be a chain."""
+    from jedictl.store import invariants as inv
+
+    figures = CronFigures()
+    plain = cron_env(env)
+    started = time.monotonic()
+    for number in range(1, rounds + 1):
+        processes = []
+        for index in range(workers):
+            log = open(logs / f"cron-{index}.log", "a")
+            command = [sys.executable, "-m", "jedictl", "run", "--once", "--db", url, "--seed", str(rng.randrange(1, 1 << 30)), "-v"]
+            processes.append((f"run-{index}", log, subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=plain)))
+        log = open(logs / "cron-simulate.log", "a")
+        processes.append(("simulate", log, subprocess.Popen([sys.executable, "-m", "jedictl", "simulate", "--db", url, "--jobs", "10", "-v"],
+                                                            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=plain)))
+        for name, log, process in processes:
+            code = process.wait()
+            log.close()
+            figures.exits[code] += 1
+            if code != 0 and name != "simulate":
+                tail = (logs / f"cron-{name.split('-')[1]}.log").read_text(errors="replace").splitlines()[-3:]
+                figures.failed_runs.append(f"round {number} {name} exited {code}: " + " | ".join(line[:300] for line in tail))
+        figures.runs += workers
+        with store.read() as conn:
+            found = inv.check_all(conn, no_live_passes=True) + inv.status_history_chains(conn)
+        figures.after_rounds += [f"round {number}: {problem}" for problem in found]
+        figures.rounds = number
+    figures.seconds = time.monotonic() - started
+    say(f"  cron overlap: {figures.rounds} rounds of {workers} x `run --once` + `simulate --once` in {figures.seconds:.0f}s; "
+        f"exits {brief(figures.exits)}; {len(figures.after_rounds)} violations after the rounds")
+    return figures
 
 
 # -------------------------------------------------------------------------------------------- logs
@@ -384,7 +542,8 @@ def settle(store: Any, settings: Any, seed: int, max_rounds: int = 300, max_seco
 
 # -------------------------------------------------------------------------------------- invariants
 
-def invariants(store: Any, final_watch: datetime, unexpected: list[str]) -> list[tuple[str, list[str]]]:
+def invariants(store: Any, final_watch: datetime, unexpected: list[str], dead_owners: list[str] | None = None,
+               cron: CronFigures | None = None) -> list[tuple[str, list[str]]]:
     """Every invariant the chaos test promises, with its violations."""
     from sqlalchemy import select
 
@@ -411,12 +570,21 @@ def invariants(store: Any, final_watch: datetime, unexpected: list[str]) -> list
         ("every task reaches a final state", unfinished_tasks),
         ("no job is left live", live_jobs),
         ("no lease held by a dead process after a watch pass", lambda conn: inv.leases_after_watch(conn, final_watch)),
+        ("no task leased by a killed process (check --dead-owner)", lambda conn: inv.leases_of_dead_owners(conn, dead_owners or [])),
+        ("no task leased once every pass has ended (check --no-live-passes)", lambda conn: inv.leases_of_dead_owners(conn, every_owner=True)),
+        ("every task's status history is a chain (no status written by a process without the lease)", inv.status_history_chains),
     ]
+    # Whatever check_all gains later joins the chaos without being listed here.
+    named = {getattr(check, "__name__", "") for _, check in checks}
+    checks += [((check.__doc__ or check.__name__).strip().split("\n")[0], check) for check in inv.CHECKS if check.__name__ not in named]
     found = []
     with store.read() as conn:
         for name, check in checks:
             found.append((name, check(conn)))
     found.append(("processes end only when killed", list(unexpected)))
+    if cron is not None:
+        found.append(("cron overlap: every plain `run --once` exits 0 (no pass met an error)", list(cron.failed_runs)))
+        found.append(("cron overlap: no lease, consistent store and history once the runs exited", list(cron.after_rounds)))
     return found
 
 
@@ -463,6 +631,9 @@ class Result:
     settled: Settled
     final: dict[str, Counter]
     checks: list[tuple[str, list[str]]]
+    cron: CronFigures | None = None
+    churn: ChurnFigures | None = None
+    break_guard: str | None = None
 
     @property
     def kills(self) -> int:
@@ -475,8 +646,12 @@ class Result:
 
 def run_chaos(url: str, seconds: float, workers: int, seed: int, *, simulators: int = 2, tasks: int = 20, files_per_dataset: int = 40,
               backlog: int = 8, lease_seconds: int = 60, workdir: Path | None = None, kill_every: tuple[float, float] = (0.5, 3.0),
+              cron_rounds: int = 0, cron_workers: int = 2, churn_every: float = 0.0, break_guard: str | None = None,
               say: Callable[[str], None] = print) -> Result:
-    """The whole test on an empty store at `url`: load, chaos, settle, check."""
+    """The whole test on an empty store at `url`: load, cron overlap, chaos (with churn), settle, check.
+
+    `break_guard` starts every process with a guard deliberately broken (tests/hooks/sitecustomize.py,
+    e.g. "claim"), to show that the invariants catch it."""
     from jedictl.clock import utcnow
     from jedictl.config import load_settings
     from jedictl.store.database import open_store
@@ -490,6 +665,9 @@ def run_chaos(url: str, seconds: float, workers: int, seed: int, *, simulators: 
     env.update({"XDG_CONFIG_HOME": str(workdir / "config"), "XDG_DATA_HOME": str(workdir / "data"), "NO_COLOR": "1",
                 "JEDICTL_LOG_FORMAT": "json",  # one JSON line per pass (with its items: -v), read back by pass_figures
                 "JEDICTL_LEASE__SECONDS": str(lease_seconds), **CHAOS_SETTINGS})
+    if break_guard:
+        hooks = Path(__file__).resolve().parent.parent / "tests" / "hooks"
+        env.update({"PYTHONPATH": os.pathsep.join(filter(None, [str(hooks), env.get("PYTHONPATH")])), "JEDICTL_HOOK_BREAK_GUARD": break_guard})
     settings = load_settings({"db": url}, environ=env).settings
     upgrade(url)
     store = open_store(url)
@@ -498,21 +676,31 @@ def run_chaos(url: str, seconds: float, workers: int, seed: int, *, simulators: 
         workload.load(tasks, utcnow())
         loaded = workload.submitted + 6
         say(f"  loaded {loaded} tasks (6 demo tasks + {workload.submitted}); chaos for {seconds:.0f}s with {workers} run and "
-            f"{simulators} simulate processes, SIGKILL every {kill_every[0]}-{kill_every[1]}s")
+            f"{simulators} simulate processes, SIGKILL every {kill_every[0]}-{kill_every[1]}s"
+            + (f"; first {cron_rounds} cron rounds of {cron_workers} plain `run --once`" if cron_rounds else "")
+            + (f"; files added and incexec every {churn_every:.0f}s" if churn_every else "")
+            + (f"; GUARD BROKEN: {break_guard}" if break_guard else ""))
+        rng = random.Random(seed)
+        cron = cron_overlap(store, url, env, cron_rounds, cron_workers, rng, logs, say) if cron_rounds else None
         chaos = Chaos(url, workers, simulators, seed, logs, env, kill_every=kill_every)
+        churn = Churn(store, settings, workload, rng) if churn_every else None
 
         def status() -> str:
             now = counts(store)
             return f"tasks: {brief(now['tasks'])}; jobs: {brief(now['jobs'])}"
 
-        chaos.run(seconds, workload, backlog, say, status)
+        if seconds > 0:  # 0: the cron overlap alone
+            chaos.run(seconds, workload, backlog, say, status, churn=churn, churn_every=churn_every)
         at_end = counts(store)
+        if churn is not None:
+            churn.close_all(utcnow())
         say(f"  chaos over: {sum(chaos.figures.kills.values())} kills; settling ...")
         settled = settle(store, settings, seed)
         final = counts(store)
-        checks = invariants(store, settled.final_watch or utcnow(), chaos.figures.unexpected)
+        dead = [f"{socket.gethostname()}:{pid}" for pid in chaos.figures.killed_pids]
+        checks = invariants(store, settled.final_watch or utcnow(), chaos.figures.unexpected, dead, cron)
         return Result(store.dialect, seconds, workers, simulators, seed, lease_seconds, loaded + chaos.figures.submitted_during, chaos.figures,
-                      pass_figures(logs), at_end, settled, final, checks)
+                      pass_figures(logs), at_end, settled, final, checks, cron, churn.figures if churn else None, break_guard)
     finally:
         store.close()
         if own_dir:
@@ -524,6 +712,16 @@ def report(result: Result, say: Callable[[str], None] = print) -> None:
     say(f"chaos test on {result.backend}: {result.seconds / 60:.1f} min, {result.workers} x `run --loop 0.2`, "
         f"{result.simulators} x `simulate --loop 0.5`, seed {result.seed}, leases of {result.lease_seconds}s, "
         f"{settings_text()}")
+    if result.break_guard:
+        say(f"GUARD DELIBERATELY BROKEN in every process: {result.break_guard} (tests/hooks/sitecustomize.py)")
+    if result.cron is not None:
+        cron = result.cron
+        say(f"cron overlap: {cron.rounds} rounds, {cron.runs} plain `run --once` (default leases, no simulator settings) in "
+            f"{cron.seconds:.0f}s; exit codes {brief(cron.exits)}")
+    if result.churn is not None:
+        churn = result.churn
+        say(f"churn during the chaos: {churn.files_added} files added to {churn.datasets_opened} re-opened datasets, "
+            f"{churn.kills} task kills, {churn.incexecs} incexec; refused {sum(churn.refused.values())} ({brief(churn.refused)})")
     say(f"kills survived: {result.kills} SIGKILLs during the chaos ({brief(chaos.kills)}), {chaos.stopped} more to stop it; "
         f"{chaos.starts} processes started")
     say(f"kills by the pass they hit (or the pass about to start): {brief(chaos.interrupted)}")
@@ -602,12 +800,19 @@ def main(argv: list[str] | None = None) -> int:
                                                               "while the chaos lasts, submitting more (0: off)")
     parser.add_argument("--lease-seconds", type=int, default=60,
                         help="lease.seconds of every process (default 60: leases of killed processes expire during the chaos)")
+    parser.add_argument("--cron-rounds", type=int, default=6, help="rounds of plain concurrent `run --once` before the chaos (0: off)")
+    parser.add_argument("--cron-workers", type=int, help="`run --once` processes per cron round (default: --workers)")
+    parser.add_argument("--churn-every", type=float, default=3.0, help="seconds between adding files to datasets and an incexec (0: off)")
+    parser.add_argument("--break-guard", choices=("claim", "release"),
+                        help="break a lease guard in every process (tests/hooks) to show that the invariants catch it")
     parser.add_argument("--keep", action="store_true", help="keep the store and the process logs")
     args = parser.parse_args(argv)
     workers = args.workers or (4 if args.backend == "postgresql" else 2)
     with fresh_store(args.backend, args.keep) as (url, workdir):
         result = run_chaos(url, args.minutes * 60, workers, args.seed, simulators=args.simulators, tasks=args.tasks,
-                           files_per_dataset=args.files, backlog=args.backlog, lease_seconds=args.lease_seconds, workdir=workdir, say=lambda text: print(text, flush=True))
+                           files_per_dataset=args.files, backlog=args.backlog, lease_seconds=args.lease_seconds, workdir=workdir,
+                           cron_rounds=args.cron_rounds, cron_workers=args.cron_workers or workers, churn_every=args.churn_every,
+                           break_guard=args.break_guard, say=lambda text: print(text, flush=True))
     report(result)
     return 1 if result.violations else 0
 

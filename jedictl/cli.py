@@ -1,4 +1,5 @@
-"""The root command: global options and the explicit list of commands.
+"""The root command: the explicit list of commands (the global options and the error funnel come with
+`jedictl.commands._app`'s classes).
 
 Only Typer and the command modules are imported here; each command imports the engine and the store
 inside its body, so `jedictl --help` and shell completion never load SQLAlchemy or touch a store.
@@ -36,23 +37,16 @@ from jedictl.commands import (
     task_commands,
     watch,
 )
-from jedictl.commands._common import (
-    ConfigOpt,
-    DbOpt,
-    NowOpt,
-    OutputOpt,
-    QuietOpt,
-    RootOptions,
-    VerboseOpt,
-)
+from jedictl.commands._app import App, RootGroup
 
-app = typer.Typer(
+app = App(
     name="jedictl",
     help="PanDA JEDI's agents as one program: submit tasks, turn them into jobs, follow them to the end.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,  # `jedictl completion show|install` instead; it never edits ~/.bashrc
     context_settings={"help_option_names": ["-h", "--help"]},
+    cls=RootGroup,
 )
 
 
@@ -64,17 +58,11 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def root(
-    ctx: typer.Context,
-    db: DbOpt = None,
-    config: ConfigOpt = None,
-    output: OutputOpt = None,
-    now: NowOpt = None,
-    verbose: VerboseOpt = 0,
-    quiet: QuietOpt = False,
     version: Annotated[Optional[bool], typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")] = None,
 ) -> None:
-    # Only collect: this runs before a subcommand's --help, which must work with the store down.
-    ctx.obj = RootOptions(db=db, config=config, output=output.value if output else None, now=now, verbose=verbose, quiet=quiet)
+    # Nothing to do: the global options are read by each command (this runs before a subcommand's
+    # --help, which must work with the store down).
+    pass
 
 
 # Agents (one pass each), in pipeline order.

@@ -6,8 +6,9 @@ Naive UTC (no tzinfo) is stored the same way by SQLite (ISO text that sorts corr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime, UTC
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, UTC
 
 
 #: Times a clock may be set to, and times executors may report: agents add and subtract days and years
@@ -43,3 +44,23 @@ class Clock:
 
     def now(self) -> datetime:
         return self.fixed if self.fixed is not None else utcnow()
+
+
+@dataclass(frozen=True)
+class PassClock:
+    """A pass's time: `now`, frozen when the pass starts (every decision of the pass uses it), and
+    `current()`, that moment moved on by the time the pass has run -- what a lease renewal counts from.
+
+    Not the wall clock: under `--now T` (tests, replays) or a simulated clock (the demo, the chaos
+    test's settling) the pass claimed its leases until T + lease. Renewing from `utcnow()` would move
+    them to wall time -- years before or after T -- so processes on the same simulated time would see
+    them expired at once or held for ever. T + elapsed is the wall time when T was, and otherwise lets
+    the simulated time advance at the wall's pace; renewing from the frozen T alone (as before) let a
+    pass longer than the lease lose its lease however often it renewed.
+    """
+
+    now: datetime
+    started: float = field(default_factory=lambda: time.monotonic())
+
+    def current(self) -> datetime:
+        return self.now + timedelta(seconds=max(0.0, time.monotonic() - self.started))

@@ -53,7 +53,9 @@ class RefineSettings:
     default_base_walltime: int = _s(600, "baseWalltime (s) when a task gives none", "extractCommon")
     default_cpu_efficiency: int = _s(90, "cpuEfficiency (%) when a task gives none", "extractCommon")
     memory_compensation: float = _s(0.9, "factor applied to RAM per core before matching resource types", "JobUtils.MEMORY_COMPENSATION")
-    analysis_priority: int = _s(1000, "taskPriority forced on analysis (label user) tasks", "insertTaskParamsPanda")
+    analysis_priority: int = _s(1000, "priority of analysis (label user/panda) tasks: their default and, unless privileged, their cap", "insertTaskParamsPanda")
+    super_users: list = _s([], "users whose analysis tasks may set any priority (PanDA's 's' privilege)", "seed 000 Special permission")
+    super_groups: list = _s([], "working groups whose analysis tasks may set any priority (PanDA's 'g' privilege)", "seed 000 Special permission")
 
 
 @dataclass(frozen=True)

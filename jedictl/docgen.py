@@ -6,10 +6,12 @@ Each generated region of a Markdown file sits between `<!-- generated: NAME -->`
 
 from __future__ import annotations
 
+import ast
 import re
 import sys
+import tomllib
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from jedictl.engine.task import options as option_table
 from jedictl.engine.task import spec as task_spec
@@ -39,7 +41,7 @@ def task_spec_reference() -> str:
              "### `inputs[]`", "", _table([(f"`{k}`", v) for k, v in task_spec.INPUT_KEYS.items()], ("field", "meaning")), "",
              "### `outputs[]` and `log`", "", _table([(f"`{k}`", v) for k, v in task_spec.OUTPUT_KEYS.items()], ("field", "meaning")), ""]
     for section in option_table.SECTIONS:
-        rows = [(f"`{s.name}`", _kind(s), f"`{s.panda}`" if s.panda else "(from an item's offset)", s.code or "", s.help)
+        rows = [(f"`{s.name}`", _kind(s), f"`{s.panda}`" if s.panda else "(from an item's offset)", s.code or "", _meaning(s))
                 for s in option_table.iter_by_section(section)]
         if section == "placement":
             rows = [(f"`{k}`", "text", f"`{k}`", "", v) for k, v in task_spec.PLACEMENT_COLUMNS.items()] + rows
@@ -49,8 +51,97 @@ def task_spec_reference() -> str:
     return "\n".join(parts).rstrip() + "\n"
 
 
+def _meaning(spec) -> str:  # noqa: ANN001 - an OptionSpec
+    """The help line; a refused option (or value) says so and why."""
+    if spec.name in option_table.REFUSED:
+        return f"**refused at submission**: {option_table.REFUSED[spec.name]} (JEDI: {spec.help})"
+    refused = [f"`{value}` is refused: {reason}" for (name, value), reason in option_table.REFUSED_VALUES.items() if name == spec.name]
+    return "; ".join([spec.help, *refused])
+
+
+# ----------------------------------------------------------------------------- architecture.md
+
+def _summary(path: Path) -> str:
+    """The first sentence of a module's docstring (read with ast: nothing is imported)."""
+    doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+    paragraph = " ".join(doc.split("\n\n")[0].split())
+    match = re.match(r"(.+?\.)(?:\s+[A-Z`(]|$)", paragraph)
+    return (match.group(1) if match else paragraph).rstrip(".") + ("." if paragraph else "")
+
+
+def _modules(package: Path) -> list[Path]:
+    """The modules of a package, its subpackages' modules after its own, without `__init__` and migrations."""
+    own = sorted(p for p in package.glob("*.py") if p.name != "__init__.py")
+    subpackages = sorted(p for p in package.iterdir() if (p / "__init__.py").exists() and p.name != "migrations")
+    return own + [module for sub in subpackages for module in _modules(sub)]
+
+
+def _contracts(root: Path) -> list[dict[str, Any]]:
+    return tomllib.loads((root / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def architecture_rooms(root: Path = ROOT) -> str:
+    """Every engine room, bottom up in the order the `rooms` contract enforces, with each module."""
+    engine = root / "jedictl" / "engine"
+    rooms = next(c for c in _contracts(root) if c["id"] == "rooms")["layers"][::-1]
+    lines = []
+    for layer in rooms:
+        for name in (part.strip() for part in layer.split("|")):
+            path = engine / name
+            package = path.is_dir()
+            intro = " ".join((ast.get_docstring(ast.parse((path / "__init__.py" if package else path.with_suffix(".py")).read_text())) or "").split())
+            lines += [f"**`engine/{name}{'/' if package else '.py'}`** -- {intro}", ""]
+            if package:
+                lines += ["| module | what it is |", "|---|---|"]
+                lines += [f"| `{module.relative_to(path).as_posix()}` | {_cell(_summary(module))} |" for module in _modules(path)]
+                lines.append("")
+    return "\n".join(lines)
+
+
+def architecture_modules(root: Path = ROOT) -> str:
+    """The top-level modules and packages, then the model and the store module by module."""
+    lines = ["| module | what it is |", "|---|---|"]
+    top = root / "jedictl"
+    for path in sorted(top.iterdir()):
+        if path.suffix == ".py" and path.name not in ("__init__.py", "__main__.py"):
+            lines.append(f"| `{path.name}` | {_cell(_summary(path))} |")
+        elif (path / "__init__.py").exists() and path.name not in ("model", "store"):
+            lines.append(f"| `{path.name}/` | {_cell(_summary(path / '__init__.py'))} |")
+    for package in ("model", "store"):
+        path = root / "jedictl" / package
+        lines.append(f"| `{package}/` | {_cell(_summary(path / '__init__.py'))} |")
+        lines += [f"| `{package}/{module.relative_to(path).as_posix()}` | {_cell(_summary(module))} |" for module in _modules(path)]
+    return "\n".join(lines) + "\n"
+
+
+def architecture_contracts(root: Path = ROOT) -> str:
+    """The import-linter contracts as pyproject.toml declares them (what `lint-imports` checks)."""
+    lines = []
+    for contract in _contracts(root):
+        lines.append(f"- **{contract['name']}** (`{contract['id']}`, {contract['type']})")
+        if contract["type"] == "layers":
+            inside = f" inside `{contract['containers'][0]}`" if contract.get("containers") else ""
+            lines.append(f"  - top to bottom{inside}: " + " → ".join(f"`{layer}`" for layer in contract["layers"]))
+        else:
+            sources = ", ".join(f"`{m}`" for m in contract["source_modules"])
+            forbidden = ", ".join(f"`{m}`" for m in contract["forbidden_modules"])
+            how = "directly" if contract.get("allow_indirect_imports") else "directly or through any other module"
+            lines.append(f"  - {sources} may not import {forbidden} ({how})")
+            if contract.get("ignore_imports"):
+                lines.append(f"  - known exceptions, to be removed one by one ({len(contract['ignore_imports'])}):")
+                lines += [f"    - `{entry}`" for entry in contract["ignore_imports"]]
+    return "\n".join(lines) + "\n"
+
+
 GENERATORS: dict[str, tuple[str, Callable[[], str]]] = {
     "task-spec-reference": ("docs/task-spec.md", task_spec_reference),
+    "architecture-rooms": ("docs/architecture.md", architecture_rooms),
+    "architecture-modules": ("docs/architecture.md", architecture_modules),
+    "architecture-contracts": ("docs/architecture.md", architecture_contracts),
 }
 
 

@@ -122,7 +122,7 @@ class Node:
         return [p for p in self.command.get_params(self.ctx) if not getattr(p, "hidden", False)]
 
     def is_common(self, param: Any) -> bool:
-        """A global option (re-declared on every command) or the help option."""
+        """A global option (every command takes them) or the help option."""
         return getattr(param, "rich_help_panel", None) == GLOBAL_PANEL or bool(set(param.opts) & set(self.ctx.help_option_names))
 
     def takes_globals(self) -> bool:

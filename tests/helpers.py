@@ -70,3 +70,17 @@ def run_sql(url: str, callback: Callable[[Any], Any]) -> Any:
             return callback(conn)
     finally:
         engine.dispose()
+
+
+#: A folder whose sitecustomize.py gives real jedictl processes test hooks (slow tasks, broken guards).
+HOOKS = __import__("pathlib").Path(__file__).resolve().parent / "hooks"
+
+
+def hooked_env(**hooks: str) -> dict[str, str]:
+    """The environment of a real jedictl process with test hooks (tests/hooks/sitecustomize.py)."""
+    import os
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HOOKS), env.get("PYTHONPATH")]))
+    env.update({f"JEDICTL_HOOK_{name.upper()}": value for name, value in hooks.items()})
+    return env

@@ -14,17 +14,43 @@ from jedictl.commands._common import AppContext
 
 def run_passes(app: AppContext, run_once: Callable[[], Any], loop: float | None) -> None:
     """Run `run_once` (returns a PassReport) once or every `loop` seconds; exit 1 if a pass met errors."""
+    from jedictl.engine.agent import ending_leases
+
     errors = 0
-    while True:
-        started = time.monotonic()
-        with progress(app):
-            report = run_once()
-        errors += record_passes(app, [(report, time.monotonic() - started)])
-        if not loop:
-            break
-        time.sleep(loop)
+    with stoppable(app):
+        while True:
+            started = time.monotonic()
+            with progress(app):
+                try:
+                    report = run_once()
+                except Exception:
+                    ending_leases(app.store(), app.owner, None)  # the pass failed as a whole: still let go
+                    raise
+                ending_leases(app.store(), app.owner, report)
+            errors += record_passes(app, [(report, time.monotonic() - started)])
+            if not loop:
+                break
+            time.sleep(loop)
     if errors:
         raise typer.Exit(1)
+
+
+@contextmanager
+def stoppable(app: AppContext) -> Iterator[None]:
+    """Passes that SIGINT or SIGTERM stop at once, releasing the leases they hold before the process
+    exits 130 or 143 (jedictl.signals)."""
+    from jedictl.signals import Interrupted, interruptible, shielded
+
+    try:
+        with interruptible():
+            yield
+    except Interrupted as stop:
+        with shielded():
+            from jedictl.engine.agent import release_after_stop
+
+            released = release_after_stop(app.store(), app.owner)
+        typer.echo(f"jedictl: stopped by {stop.name}; {len(released)} task leases released", err=True)
+        raise typer.Exit(stop.exit_code) from None
 
 
 def record_passes(app: AppContext, passes: Iterable[tuple[Any, float]]) -> int:

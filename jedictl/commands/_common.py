@@ -1,8 +1,10 @@
 """What every command shares: the global options, the per-invocation context, and the error funnel.
 
-Global options (`--db`, `--config`, `--output`, `--now`, `-v`, `-q`) are accepted before the command
-(`jedictl --db X feed`) and after it (`jedictl feed --db X`): each command re-declares them from the
-aliases below, and `context()` merges both places, the later one winning.
+Global options (`--db`, `--config`, `--output`, `--now`, `-v`, `-q`) are declared once, in
+`_global_options` below; the command and group classes of `jedictl.commands._app` add them to every
+command and group, so they are accepted before the command (`jedictl --db X feed`), after it
+(`jedictl feed --db X`) and between (`jedictl task --db X list`), and listed in each `--help`.
+`context()` merges the places, the later one winning.
 
 Nothing here imports SQLAlchemy or the engine at import time, so `--help` and completion stay fast and
 never touch the store.
@@ -16,9 +18,10 @@ import socket
 import sys
 import traceback
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional, Sequence, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Iterator, Optional, Sequence
 
 import typer
 
@@ -65,9 +68,26 @@ SeedOpt = Annotated[
 ]
 
 
+def _global_options(
+    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
+    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
+) -> None:
+    """The one declaration of the global options; never called, only read by `global_params()`."""
+
+
+@functools.cache
+def global_params() -> tuple[Any, ...]:
+    """The global options as Typer's own parameter objects, built once and shared by every command."""
+    import typer.main
+
+    holder = typer.Typer(add_completion=False)
+    holder.callback()(_global_options)
+    return tuple(typer.main.get_command(holder).params)
+
+
 @dataclass
-class RootOptions:
-    """The global options as given before the command (stored in `ctx.obj` by the root callback)."""
+class GlobalOptions:
+    """The global options as given on the command line, merged over every level of the command."""
 
     db: str | None = None
     config: str | None = None
@@ -138,33 +158,44 @@ class AppContext:
             self._store.close()
 
 
-def context(
-    ctx: typer.Context,
-    *,
-    db: str | None = None,
-    config: str | None = None,
-    output: OutputFormat | None = None,
-    now: str | None = None,
-    verbose: int = 0,
-    quiet: bool = False,
-) -> AppContext:
-    """Merge the global options given before and after the command and load the settings."""
-    root = _root_options(ctx)
+def context(ctx: typer.Context, *, db: str | None = None) -> AppContext:
+    """Merge the global options given at every level of the command line and load the settings.
+
+    `db` is a command's own store option that replaces the global `--db` (demo's new store)."""
+    given = given_options(ctx)
     _check_integers(ctx)
-    total_verbose = root.verbose + verbose
-    quiet = root.quiet or quiet
     flags = {
-        "db": db or root.db,
-        "output": (output.value if output else None) or root.output,
-        "now": now or root.now,
-        "verbose": total_verbose or None,
+        "db": db or given.db,
+        "output": given.output,
+        "now": given.now,
+        "verbose": given.verbose or None,
     }
-    _Funnel.verbose = max(_Funnel.verbose, total_verbose)
-    loaded = load_settings(flags, config_path=config or root.config)
-    _Funnel.verbose = loaded.settings.verbose
-    app = AppContext(loaded=loaded, quiet=quiet)
+    loaded = load_settings(flags, config_path=given.config)
+    ctx.meta[VERBOSE_KEY] = loaded.settings.verbose
+    app = AppContext(loaded=loaded, quiet=given.quiet)
     ctx.call_on_close(app.close)
     return app
+
+
+def given_options(ctx: typer.Context) -> GlobalOptions:
+    """The global options of the command line: the last value given wins; `-v` counts add up."""
+    chain = []
+    node: typer.Context | None = ctx
+    while node is not None:
+        chain.append(node)
+        node = node.parent
+    merged = GlobalOptions()
+    for level in reversed(chain):
+        names = getattr(level.command, "global_names", ())
+        values = {name: level.params.get(name) for name in names}
+        for name in ("db", "config", "now"):
+            if values.get(name) is not None:
+                setattr(merged, name, values[name])
+        if values.get("output") is not None:
+            merged.output = getattr(values["output"], "value", values["output"])
+        merged.verbose += values.get("verbose") or 0
+        merged.quiet = merged.quiet or bool(values.get("quiet"))
+    return merged
 
 
 #: No id, count, code or limit beyond the store's widest integer column (BIGINT) can name or bound anything.
@@ -181,16 +212,15 @@ def _check_integers(ctx: typer.Context) -> None:
             if isinstance(item, int) and not isinstance(item, bool) and not -INT64_MAX <= item <= INT64_MAX:
                 opts = [opt for opt in param.opts if opt.startswith("--")]
                 name = opts[0] if opts else (getattr(param, "metavar", None) or (param.name or "").upper()).strip("[]{}. ")
-                raise BadInput(f"must be between -{INT64_MAX} and {INT64_MAX}", name)
+                raise BadInput(range_message(item, getattr(param, "min", None), getattr(param, "max", None)), name)
 
 
-def _root_options(ctx: typer.Context) -> RootOptions:
-    node: typer.Context | None = ctx
-    while node is not None:
-        if isinstance(node.obj, RootOptions):
-            return node.obj
-        node = node.parent
-    return RootOptions()
+def range_message(value: float, low: float | None, high: float | None) -> str:
+    """What a number out of its range must be, naming the side it crossed (`must be at least 1`), in the
+    words of the input checks: a command line's numbers also stop at BIGINT's bounds."""
+    low = -INT64_MAX if low is None else max(low, -INT64_MAX)
+    high = INT64_MAX if high is None else min(high, INT64_MAX)
+    return f"must be at least {low}" if value < low else f"must be at most {high}"
 
 
 def _env_verbose() -> int:
@@ -198,50 +228,44 @@ def _env_verbose() -> int:
     return int(text) if text.isdigit() else 0
 
 
-class _Funnel:
-    """Verbosity known to the error funnel: the environment's until the command's options are merged."""
-
-    verbose = _env_verbose()
+#: `ctx.meta` key of the verbosity the error funnel goes by (the environment's until a command sets it).
+VERBOSE_KEY = "jedictl.verbose"
 
 
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def handle_errors(func: F) -> F:
-    """The one error funnel: a JedictlError becomes one line on stderr and its exit code.
+@contextmanager
+def error_funnel(ctx: typer.Context) -> Iterator[None]:
+    """The one error funnel, around the whole invocation: a JedictlError becomes one line on stderr and
+    its exit code.
 
     Anything unexpected is reported as an internal error (exit 1) with the traceback only at -vv, so
     store URLs or parameters never spill into cron mail by accident.
     """
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except (typer.Exit, typer.Abort):
-            raise
-        except JedictlError as exc:
-            if _Funnel.verbose >= 2:
-                traceback.print_exc(file=sys.stderr)
-            typer.echo(f"jedictl: error: {one_line(str(exc))}", err=True)
-            raise typer.Exit(exc.exit_code) from None
-        except KeyboardInterrupt:
-            typer.echo("jedictl: interrupted", err=True)
-            raise typer.Exit(130) from None
-        except BrokenPipeError:
-            # The reader went away (`jedictl task list | head`): not an error of ours, say nothing.
-            # Point stdout at /dev/null so the interpreter's final flush does not complain again.
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            raise typer.Exit(141) from None
-        except Exception as exc:  # noqa: BLE001 - the funnel is the last line of defence
-            if _Funnel.verbose >= 2:
-                traceback.print_exc(file=sys.stderr)
-            message = one_line(mask_url(str(exc).splitlines()[0] if str(exc) else type(exc).__name__))
-            typer.echo(f"jedictl: internal error: {type(exc).__name__}: {message} (run with -vv for the traceback)", err=True)
-            raise typer.Exit(1) from None
-
-    return wrapper  # type: ignore[return-value]
+    try:
+        yield
+    except (typer.Exit, typer.Abort, typer.TyperException):
+        # Exits, and Typer's own usage errors (a value is converted only when the command is called):
+        # Typer's main reports those.
+        raise
+    except JedictlError as exc:
+        if ctx.meta.get(VERBOSE_KEY, _env_verbose()) >= 2:
+            traceback.print_exc(file=sys.stderr)
+        typer.echo(f"jedictl: error: {one_line(str(exc))}", err=True)
+        raise typer.Exit(exc.exit_code) from None
+    except KeyboardInterrupt:
+        typer.echo("jedictl: interrupted", err=True)
+        raise typer.Exit(130) from None
+    except BrokenPipeError:
+        # The reader went away (`jedictl task list | head`): not an error of ours, say nothing.
+        # Point stdout at /dev/null so the interpreter's final flush does not complain again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        raise typer.Exit(141) from None
+    except Exception as exc:  # noqa: BLE001 - the funnel is the last line of defence
+        if ctx.meta.get(VERBOSE_KEY, _env_verbose()) >= 2:
+            traceback.print_exc(file=sys.stderr)
+        message = one_line(mask_url(str(exc).splitlines()[0] if str(exc) else type(exc).__name__))
+        typer.echo(f"jedictl: internal error: {type(exc).__name__}: {message} (run with -vv for the traceback)", err=True)
+        raise typer.Exit(1) from None
 
 
 def one_line(message: str) -> str:

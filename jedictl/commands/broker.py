@@ -6,17 +6,14 @@ from typing import Annotated, Optional
 
 import typer
 
-from jedictl.commands._common import ConfigOpt, DbOpt, NowOpt, OutputOpt, QuietOpt, SeedOpt, VerboseOpt, context, handle_errors
+from jedictl.commands._common import SeedOpt, context
 
 
-@handle_errors
 def broker(
     ctx: typer.Context,
     limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="Broker at most this many tasks (default: task_broker.limit).")] = None,
     loop: Annotated[Optional[float], typer.Option("--loop", metavar="SECONDS", min=0.1, help="Repeat the pass every SECONDS until interrupted.")] = None,
     seed: SeedOpt = None,
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """Choose a nucleus (output destination) for every task in `assigning`.
 
@@ -25,7 +22,7 @@ def broker(
     random in proportion to its weight (remaining work, available input, tape, free space). A task no
     nucleus fits stays `assigning` with the reasons (see `jedictl explain task ID`).
     """
-    app = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    app = context(ctx)
     from jedictl.commands._agent import run_passes
     from jedictl.engine.brokerage.broker import broker_pass
 

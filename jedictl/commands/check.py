@@ -2,29 +2,35 @@
 
 from __future__ import annotations
 
+from typing import Annotated, Optional
+
 import typer
 
-from jedictl.commands._common import ConfigOpt, DbOpt, NowOpt, OutputOpt, QuietOpt, VerboseOpt, context, handle_errors
+from jedictl.commands._common import context
 
 
-@handle_errors
 def check(
     ctx: typer.Context,
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
+    dead_owner: Annotated[Optional[list[str]], typer.Option(
+        "--dead-owner", metavar="OWNER",
+        help="A lease owner (host:pid:tag, or host:pid) known to be dead: any task it still leases is a violation. Repeatable.")] = None,
+    no_live_passes: Annotated[bool, typer.Option(
+        "--no-live-passes", help="No agent pass runs anywhere now: every task lease is a violation.")] = False,
 ) -> None:
     """Check that dataset counters agree with the file records and that no final task is leased.
 
     Also that no input file is in two live jobs, that the retry history fits the jobs it links, that
     every running input record belongs to a live job reading it (nothing lost) and that no record was
-    finished by two jobs (nothing done twice). Exit 0 when the store is consistent, 1 when a
-    violation was found (each is printed).
+    finished by two jobs (nothing done twice). With `--dead-owner` or `--no-live-passes`, also that no
+    task is leased by a process that is gone (a pass releases its leases when it ends, also on SIGINT
+    or SIGTERM; only a SIGKILL leaves them). Exit 0 when the store is consistent, 1 when a violation
+    was found (each is printed).
     """
-    app = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    app = context(ctx)
     from jedictl.store.invariants import check_all
 
     with app.store().read() as conn:
-        violations = check_all(conn)
+        violations = check_all(conn, dead_owners=tuple(dead_owner or ()), no_live_passes=no_live_passes)
     if app.output in ("json", "yaml"):
         app.emit({"ok": not violations, "violations": violations})
     else:

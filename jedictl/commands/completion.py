@@ -20,8 +20,6 @@ from typing import Annotated
 import typer
 import typer.completion
 
-from jedictl.commands._common import handle_errors
-
 PROG_NAME = "jedictl"
 COMPLETE_VAR = "_JEDICTL_COMPLETE"
 
@@ -109,7 +107,6 @@ def activation_hint(shell: Shell, path: Path) -> str:
 
 
 @app.command("show")
-@handle_errors
 def show(shell: ShellOpt = None) -> None:
     """Print the completion script, to source it or to install it by hand.
 
@@ -120,7 +117,6 @@ def show(shell: ShellOpt = None) -> None:
 
 
 @app.command("install")
-@handle_errors
 def install(
     shell: ShellOpt = None,
     path: Annotated[Path | None, typer.Option("--path", metavar="FILE", help="Write the script here instead of the shell's per-user completion directory.", show_default=False)] = None,

@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import typer
 
-from jedictl.commands._common import ConfigOpt, DbOpt, NowOpt, OutputOpt, QuietOpt, VerboseOpt, context, handle_errors
+from jedictl.commands._app import App
+from jedictl.commands._common import context
 
-app = typer.Typer(help="Inspect the configuration.", no_args_is_help=True)
+app = App(help="Inspect the configuration.", no_args_is_help=True)
 
 
 @app.command("show")
-@handle_errors
 def show(
     ctx: typer.Context,
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """Print every setting with its value and source (default, file, env or flag); passwords masked."""
-    app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    app_ctx = context(ctx)
     from jedictl.config import default_config_path, describe
     from jedictl.redact import mask_url
 

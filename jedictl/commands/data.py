@@ -6,21 +6,19 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from jedictl.commands._common import ConfigOpt, DbOpt, NowOpt, OutputOpt, QuietOpt, VerboseOpt, context, handle_errors, read_source
+from jedictl.commands._app import App
+from jedictl.commands._common import context, read_source
 
-app = typer.Typer(help="The data catalog: containers, datasets, files and replicas (JEDI's DDM).", no_args_is_help=True)
+app = App(help="The data catalog: containers, datasets, files and replicas (JEDI's DDM).", no_args_is_help=True)
 
 
 @app.command("import")
-@handle_errors
 def import_(
     ctx: typer.Context,
     source: Annotated[str, typer.Argument(metavar="FILE|-", help="Catalog file (YAML or JSON, docs/data-catalog.md); - reads stdin.")],
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """Add datasets, containers, files and replicas. All or nothing; files already known are skipped."""
-    app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    app_ctx = context(ctx)
     from jedictl.engine.catalogs.importer import import_data_catalog
     from jedictl.engine.input.documents import load_document
 
@@ -33,16 +31,13 @@ def import_(
 
 
 @app.command("add-files")
-@handle_errors
 def add_files(
     ctx: typer.Context,
     dataset: Annotated[str, typer.Argument(help="An open dataset.")],
     source: Annotated[str, typer.Argument(metavar="FILE|-", help="A list of file entries (lfn, size, events, ...), YAML or JSON.")],
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """Append files to an open dataset (tasks reading it pick them up on their next feed)."""
-    app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    app_ctx = context(ctx)
     from jedictl.engine.catalogs.data import parse_files
     from jedictl.engine.input.documents import load_list
     from jedictl.store import data_catalog as store_catalog
@@ -55,16 +50,13 @@ def add_files(
 
 
 @app.command("remove-files")
-@handle_errors
 def remove_files(
     ctx: typer.Context,
     dataset: Annotated[str, typer.Argument(help="The dataset.")],
     lfns: Annotated[List[str], typer.Argument(metavar="LFN...", help="Files to remove (tasks mark them lost on their next feed).")],
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """Remove files from a dataset, as when a data-management system declares them lost."""
-    app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    app_ctx = context(ctx)
     from jedictl.store import data_catalog as store_catalog
 
     with app_ctx.store().begin() as conn:
@@ -72,8 +64,8 @@ def remove_files(
     app_ctx.emit({"dataset": dataset, "files_removed": removed})
 
 
-def _set_state(ctx: typer.Context, name: str, state: str, **globals_: object) -> None:
-    app_ctx = context(ctx, **globals_)  # type: ignore[arg-type]
+def _set_state(ctx: typer.Context, name: str, state: str) -> None:
+    app_ctx = context(ctx)
     from jedictl.store import data_catalog as store_catalog
 
     with app_ctx.store().begin() as conn:
@@ -82,41 +74,32 @@ def _set_state(ctx: typer.Context, name: str, state: str, **globals_: object) ->
 
 
 @app.command("close")
-@handle_errors
 def close(
     ctx: typer.Context,
     dataset: Annotated[str, typer.Argument(help="The dataset or container.")],
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """Close a dataset: no more files will come, and tasks waiting for it can proceed."""
-    _set_state(ctx, dataset, "closed", db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    _set_state(ctx, dataset, "closed")
 
 
 @app.command("open")
-@handle_errors
 def open_(
     ctx: typer.Context,
     dataset: Annotated[str, typer.Argument(help="The dataset or container.")],
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """Re-open a dataset so files can be added again."""
-    _set_state(ctx, dataset, "open", db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    _set_state(ctx, dataset, "open")
 
 
 @app.command("list")
-@handle_errors
 def list_(
     ctx: typer.Context,
     pattern: Annotated[Optional[str], typer.Argument(help="Only names matching this pattern (* wildcards).")] = None,
     kind: Annotated[Optional[str], typer.Option("--kind", help="dataset or container.")] = None,
     state: Annotated[Optional[str], typer.Option("--state", help="open or closed.")] = None,
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """List datasets and containers with their file counts, sizes and events."""
-    app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    app_ctx = context(ctx)
     from jedictl.store import data_catalog as store_catalog
 
     with app_ctx.store().read() as conn:
@@ -125,16 +108,13 @@ def list_(
 
 
 @app.command("show")
-@handle_errors
 def show(
     ctx: typer.Context,
     name: Annotated[str, typer.Argument(help="The dataset or container.")],
     files: Annotated[bool, typer.Option("--files", help="Also list every file.")] = False,
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """Show a dataset (files, size, events, replicas, containers) or a container (its datasets)."""
-    app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    app_ctx = context(ctx)
     from jedictl.store import data_catalog as store_catalog
 
     with app_ctx.store().read() as conn:

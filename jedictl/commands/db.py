@@ -6,20 +6,18 @@ from typing import Annotated, Optional
 
 import typer
 
-from jedictl.commands._common import ConfigOpt, DbOpt, NowOpt, OutputOpt, QuietOpt, VerboseOpt, context, handle_errors
+from jedictl.commands._app import App
+from jedictl.commands._common import context
 
-app = typer.Typer(help="Create the store and keep its schema at this program's revision.", no_args_is_help=True)
+app = App(help="Create the store and keep its schema at this program's revision.", no_args_is_help=True)
 
 
 @app.command("init")
-@handle_errors
 def init(
     ctx: typer.Context,
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """Create a new store (a SQLite file is created with its directory) at the current schema revision."""
-    app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    app_ctx = context(ctx)
     from jedictl.errors import SchemaMismatch
     from jedictl.redact import mask_url
     from jedictl.store import migrate
@@ -38,15 +36,12 @@ def init(
 
 
 @app.command("upgrade")
-@handle_errors
 def upgrade(
     ctx: typer.Context,
     revision: Annotated[Optional[str], typer.Option("--revision", help="Stop at this revision (default: the newest).")] = None,
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """Apply the migrations a store needs, in one transaction (a failed upgrade changes nothing)."""
-    app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    app_ctx = context(ctx)
     from jedictl.redact import mask_url
     from jedictl.store import migrate
 
@@ -58,14 +53,11 @@ def upgrade(
 
 
 @app.command("current")
-@handle_errors
 def current(
     ctx: typer.Context,
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """Show the store's schema revision and the one this program needs."""
-    app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    app_ctx = context(ctx)
     from jedictl.redact import mask_url
     from jedictl.store.revisions import HEAD_REVISION
 

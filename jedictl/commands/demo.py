@@ -9,18 +9,16 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from jedictl.commands._common import ConfigOpt, OutputOpt, QuietOpt, VerboseOpt, context, handle_errors
+from jedictl.commands._common import context
 
 DEFAULT_DB = "jedictl-demo.db"
 
 
-@handle_errors
 def demo(
     ctx: typer.Context,
     db: Annotated[Optional[str], typer.Option("--db", metavar="PATH", help=f"Build the demo store here (a new SQLite file, or an empty store URL). Default: ./{DEFAULT_DB}, replaced on each run.")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed for brokerage and the pilots' failures: the same seed replays the same run.")] = 1,
     pace: Annotated[Optional[float], typer.Option("--pace", metavar="SECONDS", min=0.0, help="Pause between rounds (default: 0.3 on a terminal, 0 otherwise).")] = None,
-    config: ConfigOpt = None, output: OutputOpt = None, verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """Build a small grid with tasks of every kind and run every agent and the pilots until all end.
 
@@ -41,7 +39,7 @@ def demo(
         for suffix in ("", "-wal", "-shm"):  # the default demo store is the demo's own: replaced
             if os.path.exists(path + suffix):
                 os.remove(path + suffix)
-    app = context(ctx, db=path, config=config, output=output, verbose=verbose, quiet=quiet)
+    app = context(ctx, db=path)
     from jedictl.engine.sim import demo as demo_engine
     from jedictl.store.migrate import upgrade
 

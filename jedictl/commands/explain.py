@@ -6,24 +6,22 @@ from typing import Annotated
 
 import typer
 
-from jedictl.commands._common import ConfigOpt, DbOpt, NowOpt, OutputOpt, QuietOpt, SeedOpt, VerboseOpt, context, handle_errors
+from jedictl.commands._app import App
+from jedictl.commands._common import SeedOpt, context
 
-app = typer.Typer(help="Explain what holds something back.", no_args_is_help=True)
+app = App(help="Explain what holds something back.", no_args_is_help=True)
 
 
 @app.command("task")
-@handle_errors
 def task(
     ctx: typer.Context,
     task_id: Annotated[int, typer.Argument(metavar="TASK_ID", help="The task.")],
     seed: SeedOpt = None,
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """Status and reason, lease holder, waits, files by status, the throttle decision for its queue,
     and the brokerage trail of its next chunk: every site kept with its weight or dropped by the
     first rule that failed, with the values."""
-    app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    app_ctx = context(ctx)
     from jedictl.engine.views.explain import explain_task
     from jedictl.store.data_catalog import StoreDataCatalog
 

@@ -6,16 +6,13 @@ from typing import Annotated, Optional
 
 import typer
 
-from jedictl.commands._common import ConfigOpt, DbOpt, NowOpt, OutputOpt, QuietOpt, VerboseOpt, context, handle_errors
+from jedictl.commands._common import context
 
 
-@handle_errors
 def feed(
     ctx: typer.Context,
     limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="Feed at most this many tasks (default: feed.limit).")] = None,
     loop: Annotated[Optional[float], typer.Option("--loop", metavar="SECONDS", min=0.1, help="Repeat the pass every SECONDS until interrupted.")] = None,
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """Turn the input datasets of defined tasks into file records, then release the tasks.
 
@@ -25,7 +22,7 @@ def feed(
     missing waits in `pending`; a task ready to run goes to `ready`, or to `assigning` when its output
     destination (nucleus) must still be chosen by `jedictl broker`.
     """
-    app = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    app = context(ctx)
     from jedictl.commands._agent import run_passes
     from jedictl.engine.feed.feeder import feed_pass
 

@@ -6,16 +6,13 @@ from typing import Annotated, Optional
 
 import typer
 
-from jedictl.commands._common import ConfigOpt, DbOpt, NowOpt, OutputOpt, QuietOpt, VerboseOpt, context, handle_errors
+from jedictl.commands._common import context
 
 
-@handle_errors
 def finalize(
     ctx: typer.Context,
     limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="Take at most this many tasks (default: finalize.limit).")] = None,
     loop: Annotated[Optional[float], typer.Option("--loop", metavar="SECONDS", min=0.1, help="Repeat the pass every SECONDS until interrupted.")] = None,
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """Evaluate scouts, release the avalanche and bring tasks to their final status.
 
@@ -26,7 +23,7 @@ def finalize(
     goal and its parent (`tobroken`, `toabort` end `broken`, `aborted`); its output datasets are
     closed in the data catalog and its child tasks kicked, or killed when it failed.
     """
-    app = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    app = context(ctx)
     from jedictl.commands._agent import run_passes
     from jedictl.engine.finalize.postprocessor import finalize_pass
 

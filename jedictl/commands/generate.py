@@ -6,18 +6,15 @@ from typing import Annotated, Optional
 
 import typer
 
-from jedictl.commands._common import ConfigOpt, DbOpt, NowOpt, OutputOpt, QuietOpt, SeedOpt, VerboseOpt, context, handle_errors
+from jedictl.commands._common import SeedOpt, context
 
 
-@handle_errors
 def generate(
     ctx: typer.Context,
     limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="Visit at most this many tasks (default: generate.n_tasks).")] = None,
     no_throttle: Annotated[bool, typer.Option("--no-throttle", help="Ignore the job throttler for this pass.")] = False,
     loop: Annotated[Optional[float], typer.Option("--loop", metavar="SECONDS", min=0.1, help="Repeat the pass every SECONDS until interrupted.")] = None,
     seed: SeedOpt = None,
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """Make jobs from the released input of ready, scouting and running tasks.
 
@@ -30,7 +27,7 @@ def generate(
     """
     import dataclasses
 
-    app = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    app = context(ctx)
     from jedictl.commands._agent import run_passes
     from jedictl.engine.generate.generator import generate_pass
 

@@ -6,28 +6,26 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from jedictl.commands._common import ConfigOpt, DbOpt, NowOpt, OutputOpt, QuietOpt, VerboseOpt, context, handle_errors
+from jedictl.commands._app import App
+from jedictl.commands._common import context
 from jedictl.commands.jobs_dispatch import dispatch
 from jedictl.commands.jobs_report import heartbeat, kill, report
 
-app = typer.Typer(help="Jobs: inspect them; executors pull and report them.", no_args_is_help=True)
+app = App(help="Jobs: inspect them; executors pull and report them.", no_args_is_help=True)
 
 LIST_COLUMNS = ["job_id", "task_job", "status", "site", "priority", "attempt_nr", "cores", "ram_mb", "modified_at"]
 
 
 @app.command("list")
-@handle_errors
 def list_(
     ctx: typer.Context,
     task_id: Annotated[Optional[int], typer.Option("--task", help="Only jobs of this task.")] = None,
     status: Annotated[Optional[List[str]], typer.Option("--status", help="Only jobs in this status (repeatable).")] = None,
     site: Annotated[Optional[str], typer.Option("--site", help="Only jobs at this site.")] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many jobs, newest first.")] = 100,
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """List jobs, newest first."""
-    app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    app_ctx = context(ctx)
     from jedictl.engine.views.jobs import job_summary
     from jedictl.store import jobs as job_store
 
@@ -37,15 +35,12 @@ def list_(
 
 
 @app.command("show")
-@handle_errors
 def show(
     ctx: typer.Context,
     job: Annotated[str, typer.Argument(metavar="JOB", help="A job id (4711) or TASK.INDEX (12.3: job 3 of task 12).")],
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """Show one job: status, site, resources, rendered parameters and its files."""
-    app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    app_ctx = context(ctx)
     from jedictl.engine.views.jobs import job_details, parse_job_ref
 
     reference = parse_job_ref(job)

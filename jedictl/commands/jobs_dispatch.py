@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from jedictl.commands._common import ConfigOpt, DbOpt, NowOpt, OutputOpt, QuietOpt, SeedOpt, VerboseOpt, context, handle_errors
+from jedictl.commands._common import SeedOpt, context
 
 DISPATCH_COLUMNS = ["job_id", "task_job", "priority", "gshare", "cores", "ram_mb", "inputs"]
 
@@ -22,7 +22,6 @@ class LabelFamily(str, Enum):
     unified = "unified"
 
 
-@handle_errors
 def dispatch(
     ctx: typer.Context,
     site: Annotated[str, typer.Option("--site", metavar="SITE", help="The site (PanDA queue) the executor runs at.", show_default=False)],
@@ -35,8 +34,6 @@ def dispatch(
     label: Annotated[Optional[LabelFamily], typer.Option("--label", help="Only this family: user (user, panda, install), managed (managed, test, prod_test, install) or unified (both).", show_default=False)] = None,
     task_id: Annotated[Optional[int], typer.Option("--task", metavar="ID", help="Only jobs of this task.", show_default=False)] = None,
     seed: SeedOpt = None,
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """Hand activated jobs of SITE to an executor: they become `sent`, and their payloads are printed.
 
@@ -48,7 +45,7 @@ def dispatch(
     """
     import random
 
-    app = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    app = context(ctx)
     from jedictl.engine.jobs.dispatcher import DispatchFilters, DispatchRequest, dispatch_jobs
 
     filters = DispatchFilters(memory_mb=memory, disk_mb=disk, walltime_s=walltime, resource_type=resource_type,

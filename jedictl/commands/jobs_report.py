@@ -6,15 +6,12 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from jedictl.commands._common import ConfigOpt, DbOpt, NowOpt, OutputOpt, QuietOpt, VerboseOpt, context, handle_errors, read_source
+from jedictl.commands._common import context, read_source
 
 
-@handle_errors
 def report(
     ctx: typer.Context,
     source: Annotated[str, typer.Argument(metavar="FILE|-", help="Job reports, one JSON object per line ('-' reads stdin).")],
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """Take executors' final job reports (finished or failed) and propagate them to the tasks.
 
@@ -25,7 +22,7 @@ def report(
     attempts remain. A duplicate report changes nothing; an unknown, final or malformed one is
     refused (exit 1) and the other lines still apply.
     """
-    app = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    app = context(ctx)
     from jedictl.commands._agent import emit_report
     from jedictl.engine.agent import PassReport
     from jedictl.engine.jobs.outcomes import ingest_reports
@@ -47,15 +44,12 @@ def report(
         raise typer.Exit(1)
 
 
-@handle_errors
 def heartbeat(
     ctx: typer.Context,
     job_ids: Annotated[Optional[List[int]], typer.Argument(metavar="[JOB]...", help="Job ids (or use --from).", show_default=False)] = None,
     status: Annotated[str, typer.Option("--status", help="What the jobs are doing: starting, running, holding, transferring.")] = "running",
     attempt: Annotated[Optional[int], typer.Option("--attempt", help="The attempt the executor runs (checked).")] = None,
     source: Annotated[Optional[str], typer.Option("--from", metavar="FILE|-", help="Heartbeats as JSON lines {job_id, status, attempt_nr}.")] = None,
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """Tell the store that jobs are alive, and hear back whether to stop them.
 
@@ -63,7 +57,7 @@ def heartbeat(
     failed), "alreadydone" when the job is final. Late heartbeats never undo progress (a holding job
     does not go back to running).
     """
-    app = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    app = context(ctx)
     from jedictl.engine.jobs.outcomes import take_heartbeats
     from jedictl.engine.jobs.reports import parse_heartbeat, parse_heartbeats
     from jedictl.errors import BadInput
@@ -85,14 +79,11 @@ def heartbeat(
     app.emit([r.as_item() for r in replies], columns=["job_id", "status", "command", "reason"])
 
 
-@handle_errors
 def kill(
     ctx: typer.Context,
     job_ids: Annotated[Optional[List[int]], typer.Argument(metavar="[JOB]...", help="Job ids to kill.", show_default=False)] = None,
     task_id: Annotated[Optional[int], typer.Option("--task", help="Kill every unfinished job of this task.")] = None,
     code: Annotated[Optional[int], typer.Option("--code", help="PanDA kill code (2 expire, 3 abort, 9 force, 51 reassign, ...); default: killed by a person.")] = None,
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """Kill jobs: queued ones end now, running ones at their next heartbeat.
 
@@ -100,7 +91,7 @@ def kill(
     the pool with an attempt used but no failure. A job on a worker is told to stop at its next
     heartbeat and ends when its executor reports (codes 9, 52 and 99 end it at once).
     """
-    app = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    app = context(ctx)
     from jedictl.engine.jobs.outcomes import kill_jobs
     from jedictl.errors import BadInput
     from jedictl.store import jobs as job_store

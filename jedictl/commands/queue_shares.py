@@ -7,11 +7,12 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from jedictl.commands._common import ConfigOpt, DbOpt, NowOpt, OutputOpt, QuietOpt, VerboseOpt, context, handle_errors, read_source
+from jedictl.commands._app import App
+from jedictl.commands._common import context, read_source
 
-app = typer.Typer(help="Work queues and global shares: the fair-share tree and its state now (`show`, also without a "
-                       "subcommand), import, export and set.",
-                  invoke_without_command=True)
+app = App(help="Work queues and global shares: the fair-share tree and its state now (`show`, also without a "
+               "subcommand), import, export and set.",
+          invoke_without_command=True)
 
 SHARE_COLUMNS = ["share", "configured_pct", "effective_pct", "actual_pct", "state", "rank", "running_jobs", "queued_jobs",
                  "running_cores", "queued_cores", "running_hs06"]
@@ -34,30 +35,25 @@ ToleranceOpt = Annotated[float, typer.Option("--tolerance", metavar="PERCENT", m
 def main(
     ctx: typer.Context,
     tolerance: ToleranceOpt = 5.0,
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """Without a subcommand: the same as `queue-shares show`."""
     if ctx.invoked_subcommand is None:
-        _show(ctx, tolerance, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+        _show(ctx, tolerance)
 
 
 @app.command("show")
 def show(
     ctx: typer.Context,
     tolerance: ToleranceOpt = 5.0,
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """The share tree and the work queues: configured and effective share (after redistribution to the
     active ones), running and queued jobs and cores, actual against target, under- or over-served, and
     the order generation and dispatch give them (rank 0 first)."""
-    _show(ctx, tolerance, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    _show(ctx, tolerance)
 
 
-@handle_errors
-def _show(ctx: typer.Context, tolerance: float, **options: Any) -> None:
-    app_ctx = context(ctx, **options)
+def _show(ctx: typer.Context, tolerance: float) -> None:
+    app_ctx = context(ctx)
     from jedictl.engine.shares.usage import load_usage, status_report
     from jedictl.engine.shares.definitions import current_definitions
 
@@ -79,19 +75,16 @@ def _show(ctx: typer.Context, tolerance: float, **options: Any) -> None:
 
 
 @app.command("import")
-@handle_errors
 def import_(
     ctx: typer.Context,
     source: Annotated[str, typer.Argument(metavar="FILE|-", help="Definitions (YAML or JSON, docs/queue-shares.md); - reads stdin.")],
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate and report, write nothing.")] = False,
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """Replace the work queues and/or the global shares with the file's; a section the file leaves out
     is kept. The whole file is validated first (cycles, unknown parents or attributes, bad patterns,
     names defined twice are refused with exit 2); then one transaction. Tasks keep the queue and share
     they were given; new tasks are matched against the new definitions."""
-    app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    app_ctx = context(ctx)
     from jedictl.engine.input.documents import load_document
     from jedictl.engine.shares.definitions import current_definitions, plan_import
     from jedictl.store import queue_shares as share_store
@@ -116,16 +109,13 @@ def _write(conn: Any, rows: dict[str, list[dict[str, Any]]], share_store: Any, d
 
 
 @app.command("export")
-@handle_errors
 def export(
     ctx: typer.Context,
     target: Annotated[Optional[str], typer.Argument(metavar="FILE", help="Write here (.json: JSON, else YAML); default stdout.")] = None,
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """The definitions in force (the store's, or the settings' until an import) in the import format;
     `queue-shares import` of the result changes nothing."""
-    app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    app_ctx = context(ctx)
     from jedictl.engine.shares.definitions import current_definitions, export_document
     from jedictl.errors import BadInput
     from jedictl.output import render
@@ -146,7 +136,6 @@ def export(
 
 
 @app.command("set")
-@handle_errors
 def set_(
     ctx: typer.Context,
     name: Annotated[str, typer.Argument(help="A work queue or a global share.")],
@@ -155,12 +144,10 @@ def set_(
     kind: Annotated[Optional[Kind], typer.Option("--kind", help="When NAME is both a work queue and a global share.")] = None,
     vo: Annotated[Optional[str], typer.Option("--vo", help="Work queues: the queue of this VO.")] = None,
     queue_type: Annotated[Optional[str], typer.Option("--queue-type", metavar="TYPE", help="Work queues: the queue of this type (prodSourceLabel).")] = None,
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """Change one share. Until the first import this copies the settings' definitions of that section
     into the store, which holds them from then on."""
-    app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    app_ctx = context(ctx)
     from jedictl.engine.shares.definitions import current_definitions, plan_set
     from jedictl.store import queue_shares as share_store
 

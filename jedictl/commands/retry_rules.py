@@ -6,13 +6,14 @@ from typing import TYPE_CHECKING, Annotated, Any, List, Optional
 
 import typer
 
-from jedictl.commands._common import ConfigOpt, DbOpt, NowOpt, OutputOpt, QuietOpt, VerboseOpt, context, handle_errors, read_source
+from jedictl.commands._app import App
+from jedictl.commands._common import context, read_source
 
 if TYPE_CHECKING:
     from jedictl.engine.jobs.retry_rules import RetryRule
 
-app = typer.Typer(help="Retry rules: what to do when a job fails with a given error (PanDA's retry module).",
-                  no_args_is_help=True)
+app = App(help="Retry rules: what to do when a job fails with a given error (PanDA's retry module).",
+          no_args_is_help=True)
 
 RULE_COLUMNS = ["id", "error_source", "error_code", "message_pattern", "action", "parameters", "scope", "active",
                 "expires_at", "description"]
@@ -20,7 +21,7 @@ RULE_COLUMNS = ["id", "error_source", "error_code", "message_pattern", "action",
 
 def rule_row(rule: RetryRule) -> dict[str, Any]:
     """A rule as one output row: the scope fields it sets are gathered in `scope`, unset ones left out."""
-    from jedictl.engine.jobs.retry_rules import SCOPE_FIELDS
+    from jedictl.model.retry import SCOPE_FIELDS
 
     return {
         "id": rule.id, "error_source": rule.error_source, "error_code": rule.error_code,
@@ -31,16 +32,13 @@ def rule_row(rule: RetryRule) -> dict[str, Any]:
 
 
 @app.command("import")
-@handle_errors
 def import_(
     ctx: typer.Context,
     source: Annotated[str, typer.Argument(metavar="FILE|-", help="Rules file (a YAML or JSON list, docs/retry-rules.md); - reads stdin.")],
     replace: Annotated[bool, typer.Option("--replace", help="Make the stored rules exactly the file's: rules not in it are removed.")] = False,
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """Add the file's rules; rules already stored unchanged are skipped. All or nothing."""
-    app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    app_ctx = context(ctx)
     from jedictl.engine.jobs.retry_rules import parse_rules_text
     from jedictl.store import retry_rules as rule_store
 
@@ -52,17 +50,14 @@ def import_(
 
 
 @app.command("list")
-@handle_errors
 def list_(
     ctx: typer.Context,
     source: Annotated[Optional[str], typer.Option("--source", help="Only rules for this error source (pilot finds pilotErrorCode too).")] = None,
     code: Annotated[Optional[int], typer.Option("--code", help="Only rules for this error code.")] = None,
     action: Annotated[Optional[str], typer.Option("--action", help="Only rules with this action.")] = None,
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """List the stored rules, expired ones included, by id."""
-    app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    app_ctx = context(ctx)
     from jedictl.store import retry_rules as rule_store
 
     with app_ctx.store().read() as conn:
@@ -71,15 +66,12 @@ def list_(
 
 
 @app.command("remove")
-@handle_errors
 def remove(
     ctx: typer.Context,
     ids: Annotated[List[int], typer.Argument(metavar="ID...", help="Rules to remove (ids from `retry-rules list`).")],
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """Remove rules by id. An unknown id removes nothing."""
-    app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    app_ctx = context(ctx)
     from jedictl.store import retry_rules as rule_store
 
     with app_ctx.store().begin() as conn:
@@ -88,7 +80,6 @@ def remove(
 
 
 @app.command("match")
-@handle_errors
 def match(
     ctx: typer.Context,
     source: Annotated[str, typer.Option("--source", help="The error source (pilot, exe, ddm, trans, jobdispatcher, ...).")],
@@ -99,11 +90,9 @@ def match(
     architecture: Annotated[Optional[str], typer.Option("--architecture", help="The job's architecture (cmtConfig).")] = None,
     release: Annotated[Optional[str], typer.Option("--release", help="The job's software release.")] = None,
     work_queue: Annotated[Optional[str], typer.Option("--work-queue", help="The job's work queue.")] = None,
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """Show the rule that would act on a job failing with this error, or "no rule matches"."""
-    app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    app_ctx = context(ctx)
     from jedictl.engine.jobs.retry_rules import FailedJob, JobError, matches, select_rule
     from jedictl.store import retry_rules as rule_store
 

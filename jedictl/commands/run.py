@@ -7,10 +7,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from jedictl.commands._common import ConfigOpt, DbOpt, NowOpt, OutputOpt, QuietOpt, SeedOpt, VerboseOpt, context, handle_errors
+from jedictl.commands._common import SeedOpt, context
 
 
-@handle_errors
 def run(
     ctx: typer.Context,
     once: Annotated[bool, typer.Option("--once", help="One pass of each agent, then exit (the default).")] = False,
@@ -19,8 +18,6 @@ def run(
     metrics_file: Annotated[Optional[str], typer.Option("--metrics-file", metavar="PATH", help="Write Prometheus text-format metrics here after each run, atomically. (env: JEDICTL_METRICS_FILE)")] = None,
     log_format: Annotated[Optional[str], typer.Option("--log-format", metavar="FORMAT", help="text, or json for one JSON object per pass on stderr. (env: JEDICTL_LOG_FORMAT)")] = None,
     seed: SeedOpt = None,
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """Run refine, feed, broker, generate, finalize and watch once each, in that order.
 
@@ -34,8 +31,8 @@ def run(
 
     if once and loop:
         raise BadInput("give --once or --loop, not both", "--loop")
-    app = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
-    from jedictl.commands._agent import progress, record_passes
+    app = context(ctx)
+    from jedictl.commands._agent import progress, record_passes, stoppable
     from jedictl.engine.pipeline import parse_agents, run_pipeline
 
     chosen = parse_agents(agents)
@@ -46,11 +43,12 @@ def run(
         app.loaded = dataclasses.replace(app.loaded, settings=dataclasses.replace(app.settings, **changes))
     store = app.store()
     errors = 0
-    while True:
-        with progress(app):
-            errors += record_passes(app, run_pipeline(store, app.settings, app.owner, app.clock.now, chosen, seed))
-        if not loop:
-            break
-        time.sleep(loop)
+    with stoppable(app):  # SIGINT/SIGTERM: the leases of the pass are released before exiting
+        while True:
+            with progress(app):
+                errors += record_passes(app, run_pipeline(store, app.settings, app.owner, app.clock.now, chosen, seed))
+            if not loop:
+                break
+            time.sleep(loop)
     if errors:
         raise typer.Exit(1)

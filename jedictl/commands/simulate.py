@@ -6,10 +6,9 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from jedictl.commands._common import ConfigOpt, DbOpt, NowOpt, OutputOpt, QuietOpt, SeedOpt, VerboseOpt, context, handle_errors
+from jedictl.commands._common import SeedOpt, context
 
 
-@handle_errors
 def simulate(
     ctx: typer.Context,
     sites: Annotated[Optional[List[str]], typer.Option("--site", help="Only this site (repeatable; default: every site with activated jobs).")] = None,
@@ -18,16 +17,15 @@ def simulate(
     errors: Annotated[Optional[List[str]], typer.Option("--error", metavar="SOURCE:CODE[:DIAG]", help="Failed jobs report this error (repeatable; default: simulate.failure_mix).")] = None,
     loop: Annotated[Optional[float], typer.Option("--loop", metavar="SECONDS", min=0.1, help="Repeat the pass every SECONDS until interrupted.")] = None,
     seed: SeedOpt = None,
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """Play pilots: dispatch activated jobs, run them on paper and report realistic results.
 
     Each site's jobs are taken with the same `jobs dispatch`, heartbeat and `jobs report` paths a real
     executor uses. A share of them fails (--failure-rate) with errors drawn from the failure mix, so
     retries, the retry rules and the memory ladder can be watched; --seed replays a run exactly.
+    A job that would run past its own max_walltime is killed at that limit with pilot error 1213.
     """
-    app = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    app = context(ctx)
     import random
 
     from jedictl.commands._agent import run_passes

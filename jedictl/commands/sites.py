@@ -6,23 +6,21 @@ from typing import Annotated, Optional
 
 import typer
 
-from jedictl.commands._common import ConfigOpt, DbOpt, NowOpt, OutputOpt, QuietOpt, VerboseOpt, context, handle_errors, read_source
+from jedictl.commands._app import App
+from jedictl.commands._common import context, read_source
 
-app = typer.Typer(help="The resource catalog: sites (PanDA queues), nuclei and storage endpoints.", no_args_is_help=True)
+app = App(help="The resource catalog: sites (PanDA queues), nuclei and storage endpoints.", no_args_is_help=True)
 
 SITE_COLUMNS = ["name", "status", "cloud", "tier", "nucleus", "core_count", "core_power", "max_memory", "max_walltime", "pilots_active"]
 
 
 @app.command("import")
-@handle_errors
 def import_(
     ctx: typer.Context,
     source: Annotated[str, typer.Argument(metavar="FILE|-", help="Sites file (YAML or JSON, docs/sites.md); - reads stdin.")],
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """Create or update nuclei, storage endpoints and sites; report what changed. All or nothing."""
-    app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    app_ctx = context(ctx)
     from jedictl.engine.catalogs.importer import import_resource_catalog
     from jedictl.engine.input.documents import load_document
 
@@ -38,16 +36,13 @@ def import_(
 
 
 @app.command("list")
-@handle_errors
 def list_(
     ctx: typer.Context,
     status: Annotated[Optional[str], typer.Option("--status", help="Only sites in this status.")] = None,
     cloud: Annotated[Optional[str], typer.Option("--cloud", help="Only sites of this cloud.")] = None,
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """List sites."""
-    app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    app_ctx = context(ctx)
     from jedictl.output import iter_rows
     from jedictl.store import sites as site_store
 
@@ -57,15 +52,12 @@ def list_(
 
 
 @app.command("show")
-@handle_errors
 def show(
     ctx: typer.Context,
     name: Annotated[str, typer.Argument(help="The site.")],
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """Show one site with its storage endpoints."""
-    app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    app_ctx = context(ctx)
     from jedictl.store import sites as site_store
 
     with app_ctx.store().read() as conn:
@@ -75,16 +67,13 @@ def show(
 
 
 @app.command("set-status")
-@handle_errors
 def set_status(
     ctx: typer.Context,
     name: Annotated[str, typer.Argument(help="The site.")],
     status: Annotated[str, typer.Argument(help="online, brokeroff, offline or test.")],
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """Change a site's status (brokerage uses only online sites; test sites only for test tasks)."""
-    app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    app_ctx = context(ctx)
     from jedictl.engine.catalogs.sites import SITE_STATUSES
     from jedictl.errors import BadInput
     from jedictl.store import sites as site_store
@@ -97,14 +86,11 @@ def set_status(
 
 
 @app.command("nuclei")
-@handle_errors
 def list_nuclei(
     ctx: typer.Context,
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """List nuclei (where task outputs are collected)."""
-    app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    app_ctx = context(ctx)
     from jedictl.output import iter_rows
     from jedictl.store import sites as site_store
 
@@ -113,14 +99,11 @@ def list_nuclei(
 
 
 @app.command("endpoints")
-@handle_errors
 def list_endpoints(
     ctx: typer.Context,
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """List storage endpoints with their space."""
-    app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    app_ctx = context(ctx)
     from jedictl.output import iter_rows
     from jedictl.store import sites as site_store
 

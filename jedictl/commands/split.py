@@ -7,12 +7,11 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from jedictl.commands._common import ConfigOpt, DbOpt, NowOpt, OutputOpt, QuietOpt, VerboseOpt, context, handle_errors, read_source
+from jedictl.commands._common import context, read_source
 
 TABLE_COLUMNS = ["job", "n_files", "files", "events", "lumis", "locations", "status"]
 
 
-@handle_errors
 def split(
     ctx: typer.Context,
     source: Annotated[str, typer.Argument(metavar="FILE|-", help='The fileset as JSON: {"closed": true, "files": [...]}; - reads stdin.')],
@@ -21,8 +20,6 @@ def split(
                                                 "RunBased, ParentlessMergeBySize, SiblingProcessingBased, Harvest, or jedi.")],
     param: Annotated[Optional[List[str]], typer.Option("--param", "-p", metavar="KEY=VALUE",
                                                        help="An algorithm parameter (repeatable): WMCore's names, or JEDI's task options for jedi.")] = None,
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """Split a fileset into jobs with a WMCore algorithm or JEDI's rules, to preview a task.
 
@@ -30,7 +27,7 @@ def split(
     {"jobs": [{"files", "first_event", "last_event", "lumis", "locations", "failed"}]}.
     Nothing is stored; the store is never opened.
     """
-    app = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    app = context(ctx)
     from jedictl.engine.input.documents import parse_json
     from jedictl.engine.generate.splitters.contract import job_rows, jobs_document, parse_fileset
     from jedictl.engine.generate.splitters.jedi_limits import SplitDefaults

@@ -6,10 +6,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from jedictl.commands._common import ConfigOpt, DbOpt, NowOpt, OutputOpt, QuietOpt, VerboseOpt, context, handle_errors, read_source
+from jedictl.commands._common import context, read_source
 
 
-@handle_errors
 def submit(
     ctx: typer.Context,
     source: Annotated[str, typer.Argument(metavar="FILE|-", help="Task spec or PanDA task parameters (YAML or JSON); - reads stdin.")],
@@ -17,24 +16,27 @@ def submit(
     user: Annotated[Optional[str], typer.Option("--user", help="Owner of the task (default: the spec's, else your login name).")] = None,
     priority: Annotated[Optional[int], typer.Option("--priority", help="Task priority (overrides the spec).")] = None,
     parent: Annotated[Optional[int], typer.Option("--parent", metavar="TASK_ID", help="Parent task this one waits for.", min=1)] = None,
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """Validate a task and store it as `registered` (the refiner takes it from there).
 
     The format is detected: PanDA task parameters (as written by prun/pathena) have `taskName` and
     `jobParameters`; anything else is read as a jedictl task spec (docs/task-spec.md).
     """
-    app = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    app = context(ctx)
     from jedictl.engine.input.documents import load_document
-    from jedictl.engine.task.submission import parse_definition, register_task
+    from jedictl.engine.task.submission import PriorityPolicy, parse_definition, register_task
 
     text, name = read_source(source)
     document = load_document(text, name)
+    refine = app.settings.refine
+    policy = PriorityPolicy(refine.analysis_priority, tuple(refine.super_users), tuple(refine.super_groups))
     definition = parse_definition(
         document, user=user, default_user=_login_name(), priority=priority, parent_id=parent,
-        analysis_priority=app.settings.refine.analysis_priority,
+        analysis_priority=refine.analysis_priority, policy=policy,
     )
+    if definition.priority_capped_from is not None:
+        app.note(f"priority {definition.priority_capped_from} lowered to {definition.task_priority}: analysis tasks of "
+                 f"{definition.user_name} are capped (refine.super_users / refine.super_groups lift the cap)")
     if definition.unknown_keys and app.verbose:
         app.note(f"kept but not used by jedictl: {', '.join(definition.unknown_keys)}")
     if dry_run:

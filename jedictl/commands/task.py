@@ -6,27 +6,26 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from jedictl.commands import task_commands
-from jedictl.commands._common import ConfigOpt, DbOpt, NowOpt, OutputOpt, QuietOpt, VerboseOpt, context, handle_errors
+from jedictl.commands._app import App
 
-app = typer.Typer(help="Inspect tasks and steer them: kill, retry, finish, incexec, pause, resume, avalanche, reassign.",
-                  no_args_is_help=True)
+from jedictl.commands import task_commands
+from jedictl.commands._common import context
+
+app = App(help="Inspect tasks and steer them: kill, retry, finish, incexec, pause, resume, avalanche, reassign.",
+          no_args_is_help=True)
 
 LIST_COLUMNS = ["task_id", "name", "user", "status", "priority", "work_queue", "gshare", "modified_at"]
 
 
 @app.command("list")
-@handle_errors
 def list_(
     ctx: typer.Context,
     status: Annotated[Optional[List[str]], typer.Option("--status", help="Only tasks in this status (repeatable).")] = None,
     user: Annotated[Optional[str], typer.Option("--user", help="Only tasks of this user.")] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many tasks, newest first.")] = 100,
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """List tasks, newest first."""
-    app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    app_ctx = context(ctx)
     from jedictl.engine.views.tasks import list_tasks
 
     with app_ctx.store().read() as conn:
@@ -35,16 +34,13 @@ def list_(
 
 
 @app.command("show")
-@handle_errors
 def show(
     ctx: typer.Context,
     task_id: Annotated[int, typer.Argument(metavar="TASK_ID", help="The task.")],
     split_rule: Annotated[bool, typer.Option("--split-rule", help="Print only the equivalent PanDA splitRule string.")] = False,
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """Show one task: options, resources, datasets with counters, templates and status history."""
-    app_ctx = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    app_ctx = context(ctx)
     from jedictl.engine.views.tasks import task_details
 
     with app_ctx.store().read() as conn:

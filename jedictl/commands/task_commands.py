@@ -12,16 +12,15 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from jedictl.commands._common import ConfigOpt, DbOpt, NowOpt, OutputOpt, QuietOpt, VerboseOpt, context, handle_errors, read_source
+from jedictl.commands._common import context, read_source
 
 TaskArg = Annotated[int, typer.Argument(metavar="TASK_ID", help="The task.", min=1)]
 UserOpt = Annotated[Optional[str], typer.Option("--user", help="Who gives the command, for the record (default: your login name).")]
 CommentOpt = Annotated[Optional[str], typer.Option("--comment", help="Why, for the record (default: \"<command> by <user>\").")]
 
 
-def _run(ctx: typer.Context, command: str, task_id: int, user: str | None, comment: str | None, options: dict,
-         **request: object) -> None:
-    app = context(ctx, **options)
+def _run(ctx: typer.Context, command: str, task_id: int, user: str | None, comment: str | None, **request: object) -> None:
+    app = context(ctx)
     from jedictl.commands.submit import _login_name
     from jedictl.engine.commando.commands import Request, run_command
 
@@ -30,11 +29,8 @@ def _run(ctx: typer.Context, command: str, task_id: int, user: str | None, comme
     app.emit(outcome.as_dict())
 
 
-@handle_errors
 def kill(
     ctx: typer.Context, task_id: TaskArg, user: UserOpt = None, comment: CommentOpt = None,
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """Kill a task: every job is killed and the task is aborted.
 
@@ -43,16 +39,13 @@ def kill(
     otherwise it waits in `toabort` and finalize aborts it once the executors have stopped. Refused
     in finished, done, prepared, broken, aborted, toabort, aborting and failed.
     """
-    _run(ctx, "kill", task_id, user, comment, _globals(db, config, output, now, verbose, quiet))
+    _run(ctx, "kill", task_id, user, comment)
 
 
-@handle_errors
 def retry(
     ctx: typer.Context, task_id: TaskArg,
     max_attempt: Annotated[Optional[int], typer.Option("--max-attempt", min=1, help="New attempt ceiling of the retried inputs (default: their ceiling + 5).")] = None,
     user: UserOpt = None, comment: CommentOpt = None,
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """Retry a finished, failed or exhausted task on its unsuccessful inputs only.
 
@@ -61,16 +54,13 @@ def retry(
     was. Child tasks are retried too, unless aborted, broken or failed. A broken task is refused:
     fix the definition and submit a new task.
     """
-    _run(ctx, "retry", task_id, user, comment, _globals(db, config, output, now, verbose, quiet), max_attempt=max_attempt)
+    _run(ctx, "retry", task_id, user, comment, max_attempt=max_attempt)
 
 
-@handle_errors
 def finish(
     ctx: typer.Context, task_id: TaskArg,
     soft: Annotated[bool, typer.Option("--soft", help="No new jobs; wait for the running ones instead of killing them.")] = False,
     user: UserOpt = None, comment: CommentOpt = None,
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """Finish a task with what it has processed: `finishing`, then `passed` (finalize gives the final status).
 
@@ -78,71 +68,56 @@ def finish(
     `passed`. Soft: queued jobs are killed and running ones may end; the task stays `finishing`
     until they have (then `task settle` or finish again makes it `passed`). Refused where kill is.
     """
-    _run(ctx, "finish", task_id, user, comment, _globals(db, config, output, now, verbose, quiet), soft=soft)
+    _run(ctx, "finish", task_id, user, comment, soft=soft)
 
 
-@handle_errors
 def incexec(
     ctx: typer.Context, task_id: TaskArg,
     source: Annotated[str, typer.Argument(metavar="FILE|-", help="Task parameters to change, YAML or JSON (null removes one); - reads stdin.")],
     user: UserOpt = None, comment: CommentOpt = None,
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """Retry a task with changed parameters and a fresh look at its inputs.
 
     FILE maps PanDA keys or jedictl option names to new values, e.g. `{nFilesPerJob: 5, site:
     MWT2}`: nFilesPerJob, nMaxFilesPerJob, nGBPerJob, nFiles, nEvents, maxWalltime, includedSite,
-    excludedSite, site, cloud, ramCount, maxCoreCount, avoidVP, forceStaged, ignoreMissingInDS,
-    allowInputWAN. Unsuccessful inputs are retried as by `retry`, and the task goes back to `defined`
+    excludedSite, site, cloud, ramCount, maxCoreCount, forceStaged (options refused at submission,
+    e.g. avoidVP, are refused here too). Unsuccessful inputs are retried as by `retry`, and the task goes back to `defined`
     with its input datasets to be fed again, so `feed` picks up files added since. Accepted in
     finished, failed, aborted, done and exhausted.
     """
     from jedictl.engine.input.documents import load_document
 
     text, name = read_source(source)
-    _run(ctx, "incexec", task_id, user, comment, _globals(db, config, output, now, verbose, quiet), changes=load_document(text, name))
+    _run(ctx, "incexec", task_id, user, comment, changes=load_document(text, name))
 
 
-@handle_errors
 def pause(
     ctx: typer.Context, task_id: TaskArg, user: UserOpt = None, comment: CommentOpt = None,
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """Pause a task: no new jobs, and its queued (activated) jobs are throttled until `resume`."""
-    _run(ctx, "pause", task_id, user, comment, _globals(db, config, output, now, verbose, quiet))
+    _run(ctx, "pause", task_id, user, comment)
 
 
-@handle_errors
 def resume(
     ctx: typer.Context, task_id: TaskArg, user: UserOpt = None, comment: CommentOpt = None,
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """Resume a paused or throttled task: back to the status it had, its throttled jobs activated."""
-    _run(ctx, "resume", task_id, user, comment, _globals(db, config, output, now, verbose, quiet))
+    _run(ctx, "resume", task_id, user, comment)
 
 
-@handle_errors
 def avalanche(
     ctx: typer.Context, task_id: TaskArg, user: UserOpt = None, comment: CommentOpt = None,
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """End a task's scouting now: `scouting -> scouted`; finalize then releases all its input and it runs on."""
-    _run(ctx, "avalanche", task_id, user, comment, _globals(db, config, output, now, verbose, quiet))
+    _run(ctx, "avalanche", task_id, user, comment)
 
 
-@handle_errors
 def reassign(
     ctx: typer.Context, task_id: TaskArg,
     site: Annotated[Optional[str], typer.Option("--site", help="Run the task's jobs at this site (queue).")] = None,
     cloud: Annotated[Optional[str], typer.Option("--cloud", help="Run the task's jobs in this cloud.")] = None,
     nucleus: Annotated[Optional[str], typer.Option("--nucleus", help="Send the task's outputs to this nucleus.")] = None,
     user: UserOpt = None, comment: CommentOpt = None,
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """Move a task to another site, cloud or nucleus: its queued jobs are closed and generated again there.
 
@@ -150,18 +125,15 @@ def reassign(
     site; a new nucleus also gets the outputs' destinations. Accepted in defined, ready, running,
     scouting, scouted, pending, assigning and exhausted.
     """
-    _run(ctx, "reassign", task_id, user, comment, _globals(db, config, output, now, verbose, quiet), site=site, cloud=cloud,
+    _run(ctx, "reassign", task_id, user, comment, site=site, cloud=cloud,
          nucleus=nucleus)
 
 
-@handle_errors
 def settle(
     ctx: typer.Context,
     task_ids: Annotated[Optional[List[int]], typer.Argument(metavar="[TASK_ID]...", help="Only these tasks (default: every finishing task).", show_default=False)] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many tasks.")] = 100,
     user: UserOpt = None,
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """Make `finishing` tasks whose jobs have all ended `passed` (run it from cron with finalize).
 
@@ -169,7 +141,7 @@ def settle(
     input leave a task `finishing`; once none of its jobs is live, its unprocessed inputs are set
     failed and it becomes `passed`. Tasks whose jobs still run are listed as waiting.
     """
-    app = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    app = context(ctx)
     from jedictl.commands.submit import _login_name
     from jedictl.engine.commando.commands import settle_pass
 
@@ -180,6 +152,3 @@ def settle(
     app.note("settle: " + (", ".join(f"{key} {n}" for key, n in sorted(counts.items())) or "nothing to do"))
     app.emit([o.as_dict() for o in outcomes], columns=["task_id", "previous", "status", "outcome", "message"])
 
-
-def _globals(db, config, output, now, verbose, quiet) -> dict:  # noqa: ANN001 - the global option values
-    return {"db": db, "config": config, "output": output, "now": now, "verbose": verbose, "quiet": quiet}

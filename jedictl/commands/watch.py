@@ -6,16 +6,13 @@ from typing import Annotated, Optional
 
 import typer
 
-from jedictl.commands._common import ConfigOpt, DbOpt, NowOpt, OutputOpt, QuietOpt, VerboseOpt, context, handle_errors
+from jedictl.commands._common import context
 
 
-@handle_errors
 def watch(
     ctx: typer.Context,
     limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="Each action looks at most at this many tasks (default: watchdog.limit).")] = None,
     loop: Annotated[Optional[float], typer.Option("--loop", metavar="SECONDS", min=0.1, help="Repeat the pass every SECONDS until interrupted.")] = None,
-    db: DbOpt = None, config: ConfigOpt = None, output: OutputOpt = None, now: NowOpt = None,
-    verbose: VerboseOpt = 0, quiet: QuietOpt = False,
 ) -> None:
     """Keep the system healthy: the watchdog's housekeeping, one item per action in the report.
 
@@ -26,7 +23,7 @@ def watch(
     the Express share; tasks failing too often are paused (watchdog.pause_failure_rate); tasks that
     reached their goal are finished softly.
     """
-    app = context(ctx, db=db, config=config, output=output, now=now, verbose=verbose, quiet=quiet)
+    app = context(ctx)
     from jedictl.commands._agent import run_passes
     from jedictl.engine.watch.watchdog import watch_pass
 

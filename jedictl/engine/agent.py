@@ -4,6 +4,11 @@ A pass claims a small batch of tasks at a time (so concurrent processes share th
 each one, and goes on until its limit or until nothing is left. One task's failure never stops the
 pass: a LeaseLost is reported as skipped (someone else took the task over), anything else as an error
 with the lease released so another pass can retry.
+
+A pass ends holding no lease (`ending_leases`): the passes of one process run one after another, so
+whatever its owner still holds when a pass returns is a path that forgot to let go -- released and
+reported as an error -- and when a signal stops the pass midway, what it held is released before
+the process exits.
 """
 
 from __future__ import annotations
@@ -16,6 +21,9 @@ from typing import Any, Callable, Iterator, Sequence
 from sqlalchemy import ColumnElement
 
 from jedictl.errors import LeaseLost
+from jedictl.store import leases
+from jedictl.store.database import open_store
+from jedictl.store.schema import tasks
 
 
 #: Who wants to hear about each object a pass finishes (a progress display); see `watching`.
@@ -68,9 +76,6 @@ def leased_pass(
     claim_batch: int,
 ) -> PassReport:
     """Claim tasks matching `candidates` in batches and call `handle(task_id) -> (outcome, reason)`."""
-    from jedictl.store import leases
-    from jedictl.store.schema import tasks
-
     budget = limit
     seen: set[int] = set()
     while budget > 0:
@@ -85,9 +90,42 @@ def leased_pass(
                 outcome, reason = handle(task_id)
                 report.add(outcome, task_id=task_id, reason=reason)
             except LeaseLost as exc:
+                # Someone took it over -- or its status moved under our lease (an operator's command):
+                # then the lease is still ours and must not outlive the pass.
+                with store.begin() as conn:
+                    leases.release(conn, tasks, task_id, owner)
                 report.add("skipped", task_id=task_id, reason=str(exc))
             except Exception as exc:  # noqa: BLE001 - one task's failure must not stop the pass
                 with store.begin() as conn:
                     leases.release(conn, tasks, task_id, owner)
                 report.add("error", task_id=task_id, reason=f"{type(exc).__name__}: {exc}")
     return report
+
+
+def ending_leases(store: Any, owner: str, report: PassReport | None) -> list[int]:
+    """Release every task lease `owner` still holds once its pass has ended; the ids.
+
+    With `report` (the pass returned normally) a leftover is a bug of that pass's paths and is
+    reported as an error, so it is seen rather than left to block the tasks for the lease time. The
+    release runs on a fresh engine when the pass was interrupted (the interrupted connection may be
+    unusable)."""
+    with store.begin() as conn:
+        left = leases.release_all(conn, tasks, owner)
+    if left and report is not None:
+        report.add("error", reason=f"{len(left)} task leases still held when the pass ended, released: {left[:20]}")
+    return left
+
+
+def release_after_stop(store: Any, owner: str) -> list[int]:
+    """The leases of `owner` given back after a signal stopped its pass midway; the ids.
+
+    On a fresh engine: the interrupted connection may have been cut in the middle of a statement. Its
+    transaction was rolled back as the exception unwound, so the old engine is disposed first (on
+    SQLite that also lets go of any lock it still had)."""
+    store.engine.dispose()
+    fresh = open_store(store.url, check_schema=False)
+    try:
+        with fresh.begin() as conn:
+            return leases.release_all(conn, tasks, owner)
+    finally:
+        fresh.close()

@@ -75,6 +75,8 @@ def run_pipeline(store: Any, settings: Settings, owner: str, clock: Callable[[],
                  seed: int | None = None) -> Iterator[tuple[PassReport, float]]:
     """One pass of each agent in order, yielding (report, seconds) as each ends; a pass that raises is
     reported as one error and the next agent still runs."""
+    from jedictl.engine.agent import ending_leases
+
     for name in agents:
         started = time.monotonic()
         try:
@@ -82,4 +84,5 @@ def run_pipeline(store: Any, settings: Settings, owner: str, clock: Callable[[],
         except Exception as exc:  # noqa: BLE001 - one agent's failure must not stop the pipeline
             report = PassReport(name)
             report.add("error", reason=f"{type(exc).__name__}: {exc}")
+        ending_leases(store, owner, report)  # no pass hands a lease to the next (nor to the next run)
         yield report, time.monotonic() - started

@@ -9,8 +9,8 @@ from typing import Any, Iterator, Sequence
 
 from sqlalchemy import Connection, delete, func, insert, select, update
 
-from jedictl.engine.catalogs.data import CatalogDataset, CatalogFile, CatalogImport, Replica
 from jedictl.errors import BadInput, NotFound
+from jedictl.model.catalog import CatalogDataset, CatalogFile, CatalogImport, Replica, file_as_dict
 from jedictl.store.bulk import insert_tuples, slices
 from jedictl.store.schema import (
     catalog_container_members,
@@ -267,7 +267,5 @@ def show_dataset(conn: Connection, name: str, with_files: bool) -> dict[str, Any
         select(member.c.name).join(catalog_container_members, catalog_container_members.c.container_id == member.c.id)
         .where(catalog_container_members.c.dataset_id == row.id).order_by(member.c.name)).scalars())
     if with_files:
-        from jedictl.engine.catalogs.data import file_as_dict
-
         data["files"] = [file_as_dict(f) for batch in catalog.iter_files(name) for f in batch]
     return data

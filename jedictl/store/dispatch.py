@@ -6,6 +6,13 @@ them `activated -> sent`. Two dispatchers on PostgreSQL never wait on each other
 take the same row; on SQLite the store's BEGIN IMMEDIATE makes the statement exclusive. The
 `status = 'activated'` guard in the UPDATE makes a double hand-out impossible either way.
 
+A site with running caps (`max_running`, `job_caps.<label>.max_running`) is dispatched under a lock
+on its `sites` row (`SELECT ... FOR UPDATE`; SQLite's BEGIN IMMEDIATE already is one): two dispatchers
+of one site take turns, and each counts the jobs the other handed out before it claims, so together
+they never exceed the cap. The claim then takes at most the room left, per job type too (a window
+`row_number() OVER (PARTITION BY prod_source_label ...)` keeps each type within its room in the same
+single statement). Sites without running caps keep the lock-free SKIP LOCKED claim.
+
 The store does not import the engine: filters arrive as any object with the attributes of
 `DispatchFilterValues` (the engine's `DispatchFilters`), with the label family already resolved into
 the prod_source_labels it stands for.
@@ -19,7 +26,7 @@ from typing import Any, Mapping, Protocol, Sequence
 
 from sqlalchemy import Connection, Row, case, func, or_, select, update
 
-from jedictl.model import JobStatus
+from jedictl.model import SLOT_RUNNING, JobStatus
 from jedictl.store.bulk import slices
 from jedictl.store.data_catalog import StoreDataCatalog
 from jedictl.store.leases import claim_candidates
@@ -45,6 +52,20 @@ class DispatchFilterValues(Protocol):
 
 def site_exists(conn: Connection, site: str) -> bool:
     return conn.execute(select(sites.c.name).where(sites.c.name == site)).first() is not None
+
+
+def lock_site_caps(conn: Connection, site: str) -> Row | None:
+    """The site's running caps, its row locked until the transaction ends (PostgreSQL: FOR UPDATE;
+    SQLite holds the write lock already): dispatchers of one capped site take turns."""
+    return conn.execute(select(sites.c.name, sites.c.max_running, sites.c.job_caps).where(sites.c.name == site)
+                        .with_for_update()).first()
+
+
+def running_at(conn: Connection, site: str) -> dict[str, int]:
+    """Jobs holding a running slot of `site` (handed to a pilot: sent, starting, running) per job type."""
+    rows = conn.execute(select(jobs.c.prod_source_label, func.count()).where(jobs.c.site == site, jobs.c.status.in_(SLOT_RUNNING))
+                        .group_by(jobs.c.prod_source_label))
+    return {label or "": int(n) for label, n in rows}
 
 
 def _within(column: Any, limit: int) -> Any:
@@ -84,14 +105,26 @@ def dispatch_order(ranks: Mapping[str, int] | None) -> list[Any]:
 
 
 def claim_jobs(conn: Connection, site: str, count: int, executor: str, now: datetime, ranks: Mapping[str, int] | None,
-               filters: DispatchFilterValues | None = None) -> list[int]:
+               filters: DispatchFilterValues | None = None, label_room: Mapping[str, int] | None = None) -> list[int]:
     """Move up to `count` activated jobs of `site` to `sent` for `executor`, in one statement; their ids
-    (ascending: RETURNING keeps no order, the caller re-sorts by the dispatch key)."""
+    (ascending: RETURNING keeps no order, the caller re-sorts by the dispatch key). `label_room` caps
+    the jobs of a job type (prodSourceLabel) the claim may take; the caller holds the site's lock
+    (`lock_site_caps`) when it passes one."""
     if count <= 0:
         return []
-    candidates = claim_candidates(
-        select(jobs.c.id).where(jobs.c.status == JobStatus.ACTIVATED.value, jobs.c.site == site, *filter_clauses(filters))
-        .order_by(*dispatch_order(ranks)).limit(count))
+    where = [jobs.c.status == JobStatus.ACTIVATED.value, jobs.c.site == site, *filter_clauses(filters)]
+    room = {label: max(n, 0) for label, n in (label_room or {}).items() if n < count}
+    if room:
+        # Within each type the dispatch order decides which jobs fit its room; then the order across types.
+        order = dispatch_order(ranks)
+        ranked = select(jobs.c.id, jobs.c.prod_source_label.label("label"),
+                        func.row_number().over(partition_by=jobs.c.prod_source_label, order_by=order).label("in_type"),
+                        func.row_number().over(order_by=order).label("position")).where(*where).subquery("ranked")
+        allowed = case(room, value=ranked.c.label, else_=count)
+        candidates = (select(ranked.c.id).where(ranked.c.in_type <= allowed).order_by(ranked.c.position).limit(count)
+                      .cte("candidates").prefix_with("MATERIALIZED", dialect="postgresql"))
+    else:
+        candidates = claim_candidates(select(jobs.c.id).where(*where).order_by(*dispatch_order(ranks)).limit(count))
     statement = (
         update(jobs)
         .where(jobs.c.id == candidates.c.id, jobs.c.status == JobStatus.ACTIVATED.value)

@@ -83,3 +83,17 @@ def count_records(conn: Connection, dataset_id: int) -> Counts:
 
 def update_dataset(conn: Connection, dataset_id: int, **values: object) -> None:
     conn.execute(update(datasets).where(datasets.c.id == dataset_id).values(**values))
+
+
+def processed_keys(conn: Connection, task_ids: list[int]) -> tuple[frozenset[str], frozenset[tuple[str, int, int]]]:
+    """Input files (and event ranges) the given tasks finished: what `skipFilesUsedBy` skips (JEDI reads
+    the `finished` contents of the tasks' input datasets, by lfn.startEvent.endEvent)."""
+    rows = conn.execute(select(files.c.lfn, files.c.start_event, files.c.end_event).where(
+        files.c.task_id.in_(task_ids), files.c.type.in_(("input", "pseudo_input")), files.c.status == "finished"))
+    lfns, ranges = set(), set()
+    for lfn, start, end in rows:
+        if start is None or end is None:
+            lfns.add(lfn)
+        else:
+            ranges.add((lfn, int(start), int(end)))
+    return frozenset(lfns), frozenset(ranges)

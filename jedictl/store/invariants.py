@@ -7,9 +7,9 @@ Each check returns human-readable violations; an empty list means the store is c
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Sequence
 
-from sqlalchemy import Connection, case, func, select
+from sqlalchemy import Connection, case, func, or_, select
 
 from jedictl.model import FileStatus
 from jedictl.store.files import record_events
@@ -205,8 +205,52 @@ def work_done_once(conn: Connection) -> list[str]:
 CHECKS = (dataset_counters, leases_of_final_tasks, files_in_one_live_job, retry_history, records_of_live_jobs, work_done_once)
 
 
-def check_all(conn: Connection) -> list[str]:
-    return [problem for check in CHECKS for problem in check(conn)]
+def check_all(conn: Connection, *, dead_owners: Sequence[str] = (), no_live_passes: bool = False) -> list[str]:
+    """Every check; with `dead_owners` or `no_live_passes` also that no task is leased by a process
+    that is gone (`leases_of_dead_owners`) -- which only the caller can know."""
+    problems = [problem for check in CHECKS for problem in check(conn)]
+    if dead_owners or no_live_passes:
+        problems += leases_of_dead_owners(conn, dead_owners, every_owner=no_live_passes)
+    return problems
+
+
+def leases_of_dead_owners(conn: Connection, dead_owners: Sequence[str] = (), *, every_owner: bool = False) -> list[str]:
+    """No task leased by a process that is no longer alive once its passes have ended.
+
+    A pass gives back every lease it holds when it ends, also when SIGINT or SIGTERM stops it; only a
+    SIGKILLed process (or a bug) leaves one, to expire after `lease.seconds`. The store cannot tell a
+    live holder from a dead one, so the caller says: `dead_owners` are lease owners (`host:pid:tag`,
+    or `host:pid` for every owner of that process) known to be gone; `every_owner` means no pass is
+    running anywhere, so every lease is a violation."""
+    held = select(tasks.c.id, tasks.c.status, tasks.c.lease_owner, tasks.c.lease_expires_at).where(tasks.c.lease_owner.is_not(None))
+    if not every_owner:
+        if not dead_owners:
+            return []
+        held = held.where(or_(*[(tasks.c.lease_owner == owner) | tasks.c.lease_owner.startswith(owner + ":", autoescape=True)
+                               for owner in dead_owners]))
+    return [f"task {r.id} ({r.status}) is leased by {r.lease_owner} until {r.lease_expires_at}, a process that is no longer alive"
+            for r in conn.execute(held.order_by(tasks.c.id))]
+
+
+def status_history_chains(conn: Connection) -> list[str]:
+    """Every task's status history is a chain: each change starts from the status the previous one
+    ended in, and the last is the task's status. A status written by a process that did not hold the
+    task's lease breaks it (issue 14: a history that skipped `scouting`). Not part of `check_all`
+    (tests that plant statuses directly would trip it); the chaos and the overlap tests use it."""
+    from jedictl.store.schema import task_status_history
+
+    problems, last = [], {}
+    history = select(task_status_history.c.task_id, task_status_history.c.status, task_status_history.c.previous_status,
+                     task_status_history.c.changed_by).order_by(task_status_history.c.task_id, task_status_history.c.id)
+    for row in conn.execute(history):
+        if row.task_id in last and row.previous_status != last[row.task_id]:
+            problems.append(f"task {row.task_id}: history goes {last[row.task_id]}, then {row.previous_status} -> {row.status} "
+                            f"(by {row.changed_by})")
+        last[row.task_id] = row.status
+    for task_id, status in conn.execute(select(tasks.c.id, tasks.c.status).order_by(tasks.c.id)):
+        if task_id in last and last[task_id] != status:
+            problems.append(f"task {task_id} is {status} but its history ends {last[task_id]}")
+    return problems
 
 
 def leases_after_watch(conn: Connection, watched_at: datetime) -> list[str]:

@@ -16,8 +16,8 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, exists, func, insert, select, update
 
-from jedictl.engine.jobs.results import DatasetDelta, FileRecord, FileUpdate, JobFileRecord
 from jedictl.model import JobStatus
+from jedictl.model.files import DatasetDelta, FileRecord, FileUpdate, JobFileRecord
 from jedictl.store.bulk import insert_new_returning, insert_tuples, slices, update_tuples
 from jedictl.store.schema import (
     catalog_datasets,
@@ -91,6 +91,21 @@ def dataset_targets(conn: Connection, dataset_ids: Iterable[int]) -> dict[int, t
     ids = sorted(set(dataset_ids))
     return {row.id: (row.name, row.destination) for part in slices(ids)
             for row in conn.execute(select(datasets.c.id, datasets.c.name, datasets.c.destination).where(datasets.c.id.in_(list(part))))}
+
+
+def registered_outputs(conn: Connection, pairs: Iterable[tuple[str, str]]) -> set[tuple[str, str]]:
+    """The (dataset name, lfn) pairs already registered in the data catalog, of those given."""
+    wanted = set(pairs)
+    if not wanted:
+        return set()
+    names = sorted({name for name, _ in wanted})
+    lfns = sorted({lfn for _, lfn in wanted})
+    found: set[tuple[str, str]] = set()
+    for part in slices(lfns):
+        query = (select(catalog_datasets.c.name, catalog_files.c.lfn).join(catalog_datasets, catalog_datasets.c.id == catalog_files.c.dataset_id)
+                 .where(catalog_datasets.c.name.in_(names), catalog_files.c.lfn.in_(list(part))))
+        found.update((row.name, row.lfn) for row in conn.execute(query))
+    return found & wanted
 
 
 def write_endpoints(conn: Connection, site_names: Iterable[str]) -> dict[str, str]:
@@ -180,7 +195,9 @@ def register_outputs(conn: Connection, outputs: Sequence[tuple[str, str, str | N
 
     A task's output dataset becomes an open catalog dataset of the same name; each file is recorded
     with a replica at the endpoint it was written to (the dataset replica there is incomplete: other
-    jobs write elsewhere), so a child task can find and feed it. Files already known are left alone.
+    jobs write elsewhere), so a child task can find and feed it. Files already known are not written
+    again; the count of new files tells the caller (which checked beforehand that none was known) when
+    another process registered one meanwhile.
     """
     if not outputs:
         return 0

@@ -185,14 +185,27 @@ def sites_with_activated_jobs(conn: Connection) -> list[str]:
 
 
 def input_events(conn: Connection, job_ids: Sequence[int]) -> dict[int, int]:
-    """Events each job reads: the event range of a range record, else the file's events."""
+    """Events each job processes: those of its master input (the event range of a range record, else
+    the file's events). Secondary inputs (pile-up, minbias) add none. A merge job's master is the
+    unmerged log, which has no events: it counts the events of one stream it merges (every stream
+    carries the same events, so summing them would count each event once per stream)."""
     events = func.coalesce(files.c.end_event - files.c.start_event + 1, files.c.n_events, 0)
-    found: dict[int, int] = {}
+    is_master = datasets.c.master_id.is_(None)
+    per_stream: dict[int, tuple[int, int]] = {}  # job -> (master events, most events of one other stream)
     for part in slices(sorted(job_ids)):
-        found.update(conn.execute(select(job_files.c.job_id, func.sum(events)).join(files, files.c.id == job_files.c.file_id)
-                                  .where(job_files.c.job_id.in_(list(part)), job_files.c.type == "input")
-                                  .group_by(job_files.c.job_id)).all())
-    return {job_id: int(total or 0) for job_id, total in found.items()}
+        rows = conn.execute(
+            select(job_files.c.job_id, job_files.c.dataset_id, is_master.label("master"), func.sum(events))
+            .join(files, files.c.id == job_files.c.file_id).join(datasets, datasets.c.id == job_files.c.dataset_id)
+            .where(job_files.c.job_id.in_(list(part)), job_files.c.type == "input")
+            .group_by(job_files.c.job_id, job_files.c.dataset_id, datasets.c.master_id))
+        for job_id, _dataset_id, master, total in rows:
+            master_events, stream_events = per_stream.get(job_id, (0, 0))
+            if master:
+                master_events += int(total or 0)
+            else:
+                stream_events = max(stream_events, int(total or 0))
+            per_stream[job_id] = (master_events, stream_events)
+    return {job_id: master_events or stream_events for job_id, (master_events, stream_events) in per_stream.items()}
 
 
 EXPIRY_COLUMNS = (jobs.c.id, jobs.c.status, jobs.c.current_priority, jobs.c.site, jobs.c.created_at, jobs.c.modified_at,

@@ -10,12 +10,13 @@ from __future__ import annotations
 from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, inspect
 from sqlalchemy.exc import DBAPIError
 
-from jedictl.errors import BadInput, StoreUnavailable
+from jedictl.errors import BadInput, SchemaMismatch, StoreUnavailable
 from jedictl.redact import mask_url
 from jedictl.store.database import create_store_engine, parse_store_url, sqlite_path
-from jedictl.store.revisions import REVISIONS
+from jedictl.store.revisions import HEAD_REVISION, REVISIONS
 
 #: Arbitrary constant naming jedictl's migration lock on PostgreSQL.
 ADVISORY_LOCK_KEY = 0x6A656469
@@ -47,6 +48,7 @@ def upgrade(url: str, revision: str = "head", busy_timeout_s: float = 60.0, crea
         with engine.begin() as conn:
             if conn.dialect.name == "postgresql":
                 conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({ADVISORY_LOCK_KEY})")
+            check_upgrade(conn, url, revision)
             config.attributes["connection"] = conn
             command.upgrade(config, revision)
     except DBAPIError as exc:
@@ -54,3 +56,23 @@ def upgrade(url: str, revision: str = "head", busy_timeout_s: float = 60.0, crea
         raise StoreUnavailable(f"store {mask_url(url)}: {mask_url(message)}") from exc
     finally:
         engine.dispose()
+
+
+def check_upgrade(conn: Connection, url: str, revision: str) -> None:
+    """Refuse what Alembic would do wrong or report as a crash: a store of a newer jedictl ("Can't
+    locate revision"), a target older than the store (silently ignored), and a database that holds
+    tables but no revision (someone else's, or an emptied `alembic_version`: the schema would be
+    created next to them, or fail half-way on "table already exists")."""
+    tables = set(inspect(conn).get_table_names())
+    current = conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar() if "alembic_version" in tables else None
+    if current is None:
+        others = sorted(tables - {"alembic_version"})
+        if others:
+            shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
+            raise SchemaMismatch(f"store {mask_url(url)} holds tables ({shown}) but no jedictl schema revision; "
+                                 f"give jedictl an empty database or one of its own stores")
+        return
+    if current not in REVISIONS:
+        raise SchemaMismatch(f"the store's schema revision {current} is unknown to this jedictl (head {HEAD_REVISION}); use a newer jedictl")
+    if revision != "head" and REVISIONS.index(current) > REVISIONS.index(revision):
+        raise BadInput(f"the store is already at revision {current}; jedictl does not downgrade a store", "--revision")

@@ -13,8 +13,8 @@ from typing import Any
 
 from sqlalchemy import Connection, String, delete, insert, or_, select
 
-from jedictl.engine.jobs.retry_rules import RetryRule, normalise_source
 from jedictl.errors import BadInput, NotFound
+from jedictl.model.retry import RetryRule, normalise_source
 from jedictl.store.schema import retry_rules
 
 

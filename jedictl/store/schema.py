@@ -130,6 +130,9 @@ tasks = Table(
     Column("frozen_at", TIME),  # entered pending (for the pending timeout)
     Column("wait_until", TIME),  # do not act on the task before this (pending re-check, throttling)
     Column("assessed_at", TIME),  # last scout assessment (early avalanche checks)
+    # The scouts have run (set at the avalanche; JEDI's postScout): a task sent back to `defined` later
+    # (incexec, a growing input) is not scouted again and gets its whole input released.
+    Column("scouts_done", Boolean, nullable=False, default=False),
     Index("ix_tasks_status_priority", "status", "current_priority"),
     Index("ix_tasks_user_name", "user_name"),
     Index("ix_tasks_parent_id", "parent_id"),

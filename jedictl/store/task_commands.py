@@ -21,8 +21,8 @@ from jedictl.store.bulk import slices, update_tuples
 from jedictl.store.files import count_records
 from jedictl.store.schema import datasets, files, jobs, task_commands, tasks
 
-#: The `files` columns a command reads (commando.FileRecord's fields, in order).
-FILE_COLUMNS = (files.c.id, files.c.dataset_id, files.c.status, files.c.attempt_nr, files.c.max_attempt, files.c.failed_attempt,
+#: The `files` columns a command reads (model.files.FileRecord's fields a command needs).
+FILE_COLUMNS = (files.c.id, files.c.dataset_id, files.c.type, files.c.status, files.c.attempt_nr, files.c.max_attempt, files.c.failed_attempt,
                 files.c.max_failure, files.c.keep_track, files.c.ram_count)
 #: Dataset columns the commands' policies read (final_status.DatasetRecord's fields).
 DATASET_COLUMNS = (datasets.c.id, datasets.c.type, datasets.c.status, datasets.c.master_id, datasets.c.state, datasets.c.n_files,

@@ -33,7 +33,7 @@ def test_broker_assigns_a_nucleus_and_output_destinations(cli, store):
 def test_same_seed_same_choices(cli, tmp_path, store):
     _grid(cli, store)
     for index in range(6):
-        submit(cli, store, SPEC_EXAMPLES["generation"], name=f"gen.{index}")
+        submit(cli, store, SPEC_EXAMPLES["generation"], name=f"gen.{index}", dependencies={"allow_task_duplication": True})
     feed(cli, store)
     first = [item["reason"] for item in cli.json("broker", "--seed", "3", "--now", "2030-01-01T00:00:00", db=store)["items"]]
     # undo and repeat: the same seed over the same store state draws the same nuclei
@@ -86,11 +86,12 @@ def test_explain_a_pending_task_and_a_leased_one(cli, store):
     _grid(cli, store)
     spec = yaml.safe_load(SPEC_EXAMPLES["analysis"])
     spec["inputs"][0]["dataset"] = "not.in.the.catalog"
+    spec["dependencies"] = {"wait_input": True}
     task_id = cli.json("submit", "-", db=store, input=yaml.safe_dump(spec))["task_id"]
     feed(cli, store)
     report = cli.json("explain", "task", str(task_id), db=store)
     assert report["status"] == "pending"
-    assert report["summary"].startswith("pending: input dataset not.in.the.catalog is not in the data catalog (re-checked after")
+    assert report["summary"].startswith("pending: input dataset not.in.the.catalog is not in the data catalog (waiting for it: waitInput) (re-checked after")
     table = cli("explain", "task", str(task_id), db=store).stdout
     assert "summary" in table and "pending: input dataset" in table
     assert cli("explain", "task", "99", db=store, code=2).stderr.strip() == "jedictl: error: task 99 does not exist"

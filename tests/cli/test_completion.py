@@ -14,14 +14,16 @@ import typer.main
 from typer.testing import CliRunner
 
 from jedictl.commands import completion
+from jedictl.commands._app import RootGroup
 from jedictl.commands.completion import Shell, completion_script
 
 NO_STORE_MODULES = "('sqlalchemy', 'alembic', 'psycopg')"
 
 
 def make_root() -> typer.Typer:
-    """A root like jedictl's, without Typer's own completion options (the group replaces them)."""
-    root = typer.Typer(name="jedictl", add_completion=False, context_settings={"help_option_names": ["-h", "--help"]})
+    """A root like jedictl's (with its error funnel), without Typer's own completion options (the group
+    replaces them)."""
+    root = typer.Typer(name="jedictl", add_completion=False, context_settings={"help_option_names": ["-h", "--help"]}, cls=RootGroup)
 
     @root.callback()
     def _root() -> None:
@@ -140,6 +142,7 @@ sys.argv[0] = "jedictl"
 atexit.register(lambda: sys.stderr.write("DB-LAYER-LOADED" if any(m.startswith({modules}) for m in sys.modules) else ""))
 import typer
 from jedictl.commands import completion
+from jedictl.commands._app import RootGroup
 root = typer.Typer(add_completion=False)
 @root.callback()
 def _root() -> None: pass

@@ -56,3 +56,37 @@ def test_global_options_before_or_after_the_command(cli, store):
     before = cli("--db", store, "-o", "json", "task", "list")
     after = cli("task", "list", "-o", "json", db=store)
     assert before.stdout == after.stdout == "[]\n"
+
+
+def test_global_options_between_a_group_and_its_command(cli, store):
+    """Every group takes the global options too, so `jedictl task --db X list` is not a usage error."""
+    assert cli("task", "--db", store, "-o", "json", "list", db=None).stdout == "[]\n"
+    assert yaml.safe_load(cli("db", "--db", store, "current", "-o", "json", db=None).stdout)["up_to_date"] is True
+
+
+def test_the_last_global_option_wins_and_verbose_counts_add_up(cli, store):
+    assert cli("-o", "json", "task", "-o", "yaml", "list", "-o", "tsv", db=store).stdout.startswith("task_id\tname\t")
+    assert cli("-o", "tsv", "task", "list", "-o", "json", db=store).stdout == "[]\n"
+    traced = cli("-v", "task", "-v", "show", "999", db=store, code=2)  # -v at two levels is -vv: traceback
+    assert "Traceback" in traced.stderr and traced.stderr.rstrip().endswith("jedictl: error: task 999 does not exist")
+    assert "Traceback" not in cli("-v", "task", "show", "999", db=store, code=2).stderr
+
+
+def test_every_command_and_group_takes_the_global_options():
+    """A command registered without jedictl's classes would refuse `--db` after its name."""
+    import typer.core
+    import typer.main
+
+    from jedictl.cli import app
+
+    names = {"db", "config", "output", "now", "verbose", "quiet"}
+    missing = []
+
+    def walk(command, path):
+        if path[:2] != ["jedictl", "completion"] and not names <= {param.name for param in command.params}:
+            missing.append(" ".join(path))
+        for name, sub in getattr(command, "commands", {}).items() if isinstance(command, typer.core.TyperGroup) else ():
+            walk(sub, [*path, name])
+
+    walk(typer.main.get_command(app), ["jedictl"])
+    assert missing == []

@@ -58,3 +58,58 @@ def test_unsupported_backend(cli):
 def test_unknown_revision_is_bad_input(cli, store):
     result = cli("db", "upgrade", "--revision", "9999", db=store, code=2)
     assert "--revision: unknown revision '9999'" in result.stderr
+
+
+def _sql(url: str, statement: str) -> None:
+    from jedictl.store.database import create_store_engine
+
+    engine = create_store_engine(url)
+    try:
+        with engine.begin() as conn:
+            conn.exec_driver_sql(statement)
+    finally:
+        engine.dispose()
+
+
+def _tables(url: str) -> set[str]:
+    from sqlalchemy import inspect
+
+    from jedictl.store.database import create_store_engine
+
+    engine = create_store_engine(url)
+    try:
+        with engine.connect() as conn:
+            return set(inspect(conn).get_table_names())
+    finally:
+        engine.dispose()
+
+
+def test_upgrade_of_a_store_of_a_newer_jedictl_is_exit_3(cli, store):
+    """Alembic's "Can't locate revision" used to end as an internal error (exit 1)."""
+    _sql(store, "UPDATE alembic_version SET version_num = '9999'")
+    for args in (["db", "upgrade"], ["db", "upgrade", "--revision", REVISIONS[0]]):
+        assert cli(*args, db=store, code=3).stderr == (
+            f"jedictl: error: the store's schema revision 9999 is unknown to this jedictl (head {HEAD_REVISION}); use a newer jedictl\n")
+
+
+def test_upgrade_to_a_revision_older_than_the_store_is_refused(cli, store):
+    """It exited 0 and left the store at its revision: the target was silently ignored."""
+    assert cli("db", "upgrade", "--revision", REVISIONS[0], db=store, code=2).stderr == (
+        f"jedictl: error: --revision: the store is already at revision {HEAD_REVISION}; jedictl does not downgrade a store\n")
+    assert cli.json("db", "current", db=store)["revision"] == HEAD_REVISION
+
+
+def test_a_database_with_tables_but_no_revision_is_refused(cli, store_url):
+    """Someone else's database got jedictl's tables next to its own; an emptied alembic_version ended
+    in "table ... already exists". Both are refused, the database left as it was."""
+    _sql(store_url, "CREATE TABLE theirs (x INTEGER)")
+    for args in (["db", "init"], ["db", "upgrade"]):
+        result = cli(*args, db=store_url, code=3)
+        assert "holds tables (theirs) but no jedictl schema revision" in result.stderr and result.stderr.count("\n") == 1
+    assert _tables(store_url) == {"theirs"}
+    _sql(store_url, "DROP TABLE theirs")
+    cli("db", "init", db=store_url)
+    _sql(store_url, "DELETE FROM alembic_version")
+    tables = _tables(store_url)
+    assert "holds tables (" in cli("db", "init", db=store_url, code=3).stderr
+    assert _tables(store_url) == tables

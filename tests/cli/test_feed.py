@@ -98,7 +98,8 @@ def test_event_split_production_releases_ten_scout_chunks(cli, grid):
 
 def test_generation_task_and_skipped_scouts(cli, grid):
     task_id = submit(cli, grid, SPEC_EXAMPLES["generation"])
-    unscouted = submit(cli, grid, SPEC_EXAMPLES["generation"], name="gen.no.scouts", scouts={"skip_scout": True})
+    unscouted = submit(cli, grid, SPEC_EXAMPLES["generation"], name="gen.no.scouts", scouts={"skip_scout": True},
+                       dependencies={"allow_task_duplication": True})
     feed(cli, grid)
     rows = records(grid, task_id)
     assert [r[6:] for r in rows[:3]] == [(0, 4999, 1), (5000, 9999, 5001), (10000, 14999, 10001)]
@@ -175,13 +176,36 @@ def test_vanished_files_become_lost(cli, grid):
     assert input_datasets(cli, grid, task_id)[1][0]["n_files_to_be_used"] == 20  # lost files are never released
 
 
-def test_missing_input_makes_the_task_pend_until_it_appears(cli, grid, tmp_path):
+def test_unknown_input_breaks_the_task(cli, grid):
+    # Seed 000 "Broken tasks": input datasets that are unknown break the task (no 7-day wait to exhaustion).
+    spec = yaml.safe_load(SPEC_EXAMPLES["analysis"])
+    spec["inputs"][0]["dataset"] = "user.alice.never.there"
+    task_id = cli.json("submit", "-", db=grid, input=yaml.safe_dump(spec))["task_id"]
+    assert feed(cli, grid)["broken"] == 1
+    task = cli.json("task", "show", str(task_id), db=grid)
+    assert (task["status"], task["error_dialog"]) == ("broken", "input dataset user.alice.never.there is unknown to the data catalog")
+    assert [h["status"] for h in task["status_history"]][-1] == "broken"
+    assert cli.json("feed", "--now", LATER, db=grid).get("broken", 0) == 0  # final: never fed again
+
+
+def test_unknown_input_with_allow_empty_input_finishes(cli, grid):
+    spec = yaml.safe_load(SPEC_EXAMPLES["analysis"])
+    spec["inputs"][0]["dataset"] = "user.alice.never.there"
+    spec["completion"] = {"allow_empty_input": True}
+    task_id = cli.json("submit", "-", db=grid, input=yaml.safe_dump(spec))["task_id"]
+    feed(cli, grid)
+    assert cli.json("task", "show", str(task_id), db=grid)["status"] == "finishing"
+
+
+def test_missing_input_with_wait_input_makes_the_task_pend_until_it_appears(cli, grid, tmp_path):
     spec = yaml.safe_load(SPEC_EXAMPLES["analysis"])
     spec["inputs"][0]["dataset"] = "user.alice.not.yet.there"
+    spec["dependencies"] = {"wait_input": True}
     task_id = cli.json("submit", "-", db=grid, input=yaml.safe_dump(spec))["task_id"]
     assert feed(cli, grid)["pending"] == 1
     task = cli.json("task", "show", str(task_id), db=grid)
-    assert (task["status"], task["old_status"], task["error_dialog"]) == ("pending", "defined", "input dataset user.alice.not.yet.there is not in the data catalog")
+    assert (task["status"], task["old_status"], task["error_dialog"]) == (
+        "pending", "defined", "input dataset user.alice.not.yet.there is not in the data catalog (waiting for it: waitInput)")
     catalog = tmp_path / "new.yaml"
     catalog.write_text(yaml.safe_dump({"datasets": [{"name": "user.alice.not.yet.there", "state": "closed", "files": [{"lfn": "a.root", "events": 10}]}]}))
     cli("data", "import", str(catalog), db=grid)
@@ -195,7 +219,7 @@ def test_an_empty_input_breaks_the_task_unless_allowed(cli, grid):
     spec = yaml.safe_load(SPEC_EXAMPLES["analysis"])
     spec["inputs"][0]["include"] = [r"\.nothing$"]
     broken = cli.json("submit", "-", db=grid, input=yaml.safe_dump(spec))["task_id"]
-    spec.update(name="user.alice.allowed.empty", completion={"allow_empty_input": True})
+    spec.update(name="user.alice.allowed.empty", completion={"allow_empty_input": True}, dependencies={"allow_task_duplication": True})
     allowed = cli.json("submit", "-", db=grid, input=yaml.safe_dump(spec))["task_id"]
     feed(cli, grid)
     assert cli.json("task", "show", str(broken), db=grid)["error_dialog"] == "primary input dataset is empty or all files are excluded"
@@ -256,9 +280,10 @@ def test_documented_analysis_and_child_examples(cli, grid):
     run_sql(grid, lambda conn: conn.execute(tasks.update().where(tasks.c.id == parent).values(status="done")))
     feed(cli, grid)  # refine (the parent is done), then feed
     shown, _ = input_datasets(cli, grid, child)
-    # The child reads its parent's output, which reaches the catalog when the parent's jobs register it.
+    # The child reads its parent's output, which reaches the catalog when the parent's jobs register it;
+    # a parent that ended without registering any leaves the child's input unknown: the child breaks.
     assert (shown["status"], shown["error_dialog"]) == (
-        "pending", "input dataset mc23_13p6TeV.601229.PhPy8EG_A14_ttbar.simul.HITS.e8514_s4162_tid00000001_00 is not in the data catalog")
+        "broken", "input dataset mc23_13p6TeV.601229.PhPy8EG_A14_ttbar.simul.HITS.e8514_s4162_tid00000001_00 is unknown to the data catalog")
 
 
 def test_random_seed_dataset_is_ready_after_feeding(cli, grid):

@@ -21,7 +21,11 @@ SKIP_SCOUTS = {"skipScout": True}
 # ------------------------------------------------------------------------------------------ helpers
 
 def submit(cli, store, name: str, **params) -> int:
-    return cli.json("submit", "-", db=store, input=json.dumps({**WORKED_EXAMPLE, "taskName": name, **params}))["task_id"]
+    # The stories run several tasks of the worked example: they share its output datasets (the explicit
+    # opt-out), each task naming its files with its id so that no two jobs write the same file.
+    document = json.dumps({**WORKED_EXAMPLE, "taskName": name, "allowTaskDuplication": True, **params})
+    document = document.replace("ds.out.${SN}", "ds.out.${JEDITASKID}.${SN}").replace("ds.log.${SN}", "ds.log.${JEDITASKID}.${SN}")
+    return cli.json("submit", "-", db=store, input=document)["task_id"]
 
 
 def prepare_grid(cli, store, tmp_path) -> None:

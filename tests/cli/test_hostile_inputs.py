@@ -149,7 +149,7 @@ def test_sql_in_criteria_values_stays_text(cli, grid, scratch):
         {"name": "rest", "queue_type": "managed", "order": 2}]}
     cli("queue-shares", "import", "-", db=grid, input=yaml.safe_dump(document))
     cli("submit", "-", db=grid, input=json.dumps({**TASK, "processingType": value}))
-    cli("submit", "-", db=grid, input=json.dumps({**TASK, "taskName": "other", "processingType": "x"}))
+    cli("submit", "-", db=grid, input=json.dumps({**TASK, "taskName": "other", "processingType": "x", "allowTaskDuplication": True}))
     cli("refine", db=grid)
     assert [t["work_queue"] for t in sorted(cli.json("task", "list", db=grid), key=lambda t: t["task_id"])] == ["injected", "rest"]
     assert row_counts(grid)["tasks"] == 2

@@ -37,11 +37,23 @@ def grid(cli, store):
     (["retry-rules", "list", "--code", "-" + BIG], "--code"), (["jobs", "heartbeat", BIG], "JOB"),
 ])
 def test_integers_beyond_bigint_are_bad_input(cli, grid, args, field):
-    """The drivers raised OverflowError ("Python int too large to convert to SQLite INTEGER")."""
+    """The drivers raised OverflowError ("Python int too large to convert to SQLite INTEGER"). The
+    message names the bound crossed, not BIGINT's whole range (ids must be at least 1)."""
     before = row_counts(grid)
     line = one_line(cli(*args, db=grid, code=2))
-    assert line == f"jedictl: error: {field}: must be between -{2**63 - 1} and {2**63 - 1}"
+    bound = f"at least -{2**63 - 1}" if "-" + BIG in args else f"at most {2**63 - 1}"
+    assert line == f"jedictl: error: {field}: must be {bound}"
     assert row_counts(grid) == before
+
+
+@pytest.mark.parametrize("job,message", [
+    ("999999999999999999999999999", f"job id must be at most {2**63 - 1}"),  # OverflowError on SQLite
+    ("1.3000000000", f"job index must be at most {2**31 - 1}"),  # NumericValueOutOfRange on PostgreSQL
+    (f"{2**63}.1", f"task id must be at most {2**63 - 1}"),
+    ("0", "job id must be at least 1"), ("0.1", "task id must be at least 1"), ("1.0", "job index must be at least 1"),
+])
+def test_a_job_reference_out_of_range_is_bad_input(cli, grid, job, message):
+    assert one_line(cli("jobs", "show", job, db=grid, code=2)) == f"jedictl: error: JOB: {message}"
 
 
 @pytest.mark.parametrize("args,message", [

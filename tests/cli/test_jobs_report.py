@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from sqlalchemy import select, update
 
 from jedictl.store.invariants import check_all
@@ -310,4 +311,53 @@ def test_one_transaction_per_job_gives_the_same_result(cli, store, tmp_path):
     result = json.loads(cli("jobs", "report", "-", "-o", "json", db=store, input=lines,
                             env={"JEDICTL_REPORT__BATCH_SIZE": "1"}).stdout)
     assert result["applied"] == len(dispatched)
+    _consistent(store)
+
+
+def _two_tasks_one_output(cli, store, tmp_path) -> tuple[int, int]:
+    """Two tasks writing the same output dataset with the same file template (the second opted out
+    of the one-task rule with allowTaskDuplication): their jobs are told to write the same files."""
+    first = _task(cli, store, tmp_path)
+    second = cli.json("submit", "-", db=store, input=json.dumps({**TASK, "taskName": "report.tests.again", "allowTaskDuplication": True}))["task_id"]
+    for agent in (("refine",), ("feed",), ("broker", "--seed", "1"), ("generate", "--seed", "1")):
+        cli(*agent, db=store)
+    return first, second
+
+
+def _catalog_guids(store, lfn: str) -> list[str]:
+    return run_sql(store, lambda conn: [row.guid for row in conn.execute(
+        select(catalog_files.c.guid).join(catalog_datasets, catalog_datasets.c.id == catalog_files.c.dataset_id)
+        .where(catalog_datasets.c.name == "ds.out", catalog_files.c.lfn == lfn))])
+
+
+def _same_output_pair(cli, store, first: int, second: int) -> tuple[dict, dict]:
+    jobs = _dispatch_all(cli, store)
+    by_lfn: dict[str, dict[int, dict]] = {}
+    for job in jobs:
+        by_lfn.setdefault(job["outputs"][0]["lfn"], {})[job["task_id"]] = job
+    lfn = sorted(lfn for lfn, owners in by_lfn.items() if len(owners) == 2)[0]
+    return by_lfn[lfn][first], by_lfn[lfn][second]
+
+
+@pytest.mark.parametrize("one_batch", [False, True], ids=["two-reports", "one-batch"])
+def test_an_output_registered_by_another_job_fails_the_report_s_job(cli, store, tmp_path, one_batch):
+    """Issue 14 defect 4: the second job to report an output file another job registered fails with
+    the adder's error (ddm 200) -- the catalog keeps the first file, nothing is overwritten or dropped."""
+    first, second = _two_tasks_one_output(cli, store, tmp_path)
+    one, two = _same_output_pair(cli, store, first, second)
+    lfn = one["outputs"][0]["lfn"]
+    if one_batch:
+        result = _report(cli, store, _finished(one), _finished(two))
+    else:
+        _report(cli, store, _finished(one))
+        result = _report(cli, store, _finished(two))
+    assert [i["status"] for i in result["items"]][-1] == "failed"
+    clashed = {o["lfn"] for o in one["outputs"]}  # the output and the log: both were registered by the first job
+    assert result["items"][-1]["reason"] == f"output {min(clashed)} is already registered by another job: the job counts as failed"
+    shown = cli.json("jobs", "show", str(two["job_id"]), db=store)
+    assert (shown["status"], shown["error_source"], shown["error_code"]) == ("failed", "ddm", 200)
+    assert "already registered by another job" in shown["error_diag"]
+    assert cli.json("jobs", "show", str(one["job_id"]), db=store)["status"] == "finished"
+    assert _catalog_guids(store, lfn) == [f"G-{one['job_id']}-0"]  # the first job's file, not overwritten
+    assert {f["status"] for f in _files(store, [i["lfn"] for i in two["inputs"]]).values()} == {"ready"}  # retried
     _consistent(store)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
 from sqlalchemy import select
 
 from jedictl.model import TASK_FINAL
@@ -97,6 +98,7 @@ def test_log_format_and_metrics_file_come_from_the_environment_too(cli, store, t
     assert shown["metrics_file"]["value"] == "123"  # a path is text, never parsed as a number
 
 
+@pytest.mark.slow
 def test_two_cron_processes_run_the_pipeline_until_every_task_is_final(cli, store, tmp_path):
     _submit(cli, store, tmp_path)
     final = {status.value for status in TASK_FINAL}

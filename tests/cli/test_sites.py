@@ -52,6 +52,8 @@ BAD_GRIDS = [
     ("negative", {"sites": [{"name": "X", "max_memory": -1}]}, "sites[0].max_memory: must be at least 0"),
     ("min-over-max", {"sites": [{"name": "X", "min_memory": 10, "max_memory": 5}]}, "sites[0].min_memory: is larger than max_memory"),
     ("duplicate", {"nuclei": [{"name": "N"}, {"name": "N"}]}, "nuclei[1].name: 'N' is listed twice"),
+    # was an IntegrityError, exit 1 (issue 17)
+    ("duplicate-site", {"sites": [{"name": "NEW_SITE"}]}, "sites[1].name: 'NEW_SITE' is listed twice"),  # after the NEW_SITE below
     ("unknown-field", {"sites": [{"name": "X", "colour": "red"}]}, "sites[0].colour: unknown field"),
     ("unknown-section", {"queues": []}, "queues: unknown section"),
 ]

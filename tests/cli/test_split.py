@@ -6,14 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-import typer
-from typer.testing import CliRunner
 
-from jedictl.commands.split import split
-
-app = typer.Typer()
-app.command("split")(split)
-runner = CliRunner()
+from tests.conftest import invoke
 
 FILESET = {
     "closed": True,
@@ -26,7 +20,7 @@ FILESET = {
 
 
 def run(*args: str, document: object = FILESET, code: int = 0):
-    result = runner.invoke(app, [*args, "-"], input=json.dumps(document) if not isinstance(document, str) else document)
+    result = invoke(["split", *args, "-"], input=json.dumps(document) if not isinstance(document, str) else document)
     assert result.exit_code == code, f"exit {result.exit_code}\nstdout: {result.stdout}\nstderr: {result.stderr}"
     return result
 
@@ -57,7 +51,7 @@ def test_lumi_based_contract_and_failed_jobs():
 def test_jedi_with_panda_and_jedictl_option_names(tmp_path: Path):
     path = tmp_path / "files.json"
     path.write_text(json.dumps(FILESET))
-    result = runner.invoke(app, ["--algorithm", "jedi", "--param", "nFilesPerJob=2", "-o", "json", str(path)])
+    result = invoke(["split", "--algorithm", "jedi", "--param", "nFilesPerJob=2", "-o", "json", str(path)])
     assert result.exit_code == 0, result.stderr
     assert [job["files"] for job in json.loads(result.stdout)["jobs"]] == [["/store/a.root", "/store/b.root"], ["/store/c.root"]]
     events = jobs("-a", "jedi", "-p", "n_events_per_job=100")
@@ -92,7 +86,7 @@ def test_yaml_and_tsv():
 
 
 def test_needs_no_store():
-    result = runner.invoke(app, ["-a", "FileBased", "--db", "postgresql+psycopg://x:y@127.0.0.1:1/none", "-o", "json", "-"],
+    result = invoke(["split", "-a", "FileBased", "--db", "postgresql+psycopg://x:y@127.0.0.1:1/none", "-o", "json", "-"],
                            input=json.dumps(FILESET))
     assert result.exit_code == 0, result.stderr
 
@@ -125,6 +119,6 @@ def test_bad_input_is_exit_2_with_one_line_naming_the_field(args, document, mess
 
 
 def test_unreadable_file_is_exit_2(tmp_path: Path):
-    result = runner.invoke(app, ["-a", "FileBased", str(tmp_path / "missing.json")])
+    result = invoke(["split", "-a", "FileBased", str(tmp_path / "missing.json")])
     assert result.exit_code == 2
     assert result.stderr.startswith(f"jedictl: error: {tmp_path / 'missing.json'}: cannot read the file")

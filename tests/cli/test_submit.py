@@ -83,8 +83,48 @@ def test_duplicate_name_is_refused_naming_the_existing_task(cli, store):
     result = cli("submit", PRUN_FILES, db=store, code=2)
     assert result.stderr.strip() == "jedictl: error: name: task 1 (registered) already has this name for user " + cli.json("task", "show", "1", db=store)["user"]
     assert row_counts(store) == before
-    # another user may reuse the name
-    cli("submit", PRUN_FILES, "--user", "somebody-else", db=store)
+    # another user may reuse the name (writing the same output dataset needs allowTaskDuplication)
+    cli("submit", "-", "--user", "somebody-else", db=store, input=_prun(allowTaskDuplication=True))
+
+
+OUT_DS = "user.someone.example.files_hist.root/"
+
+
+def test_an_output_dataset_belongs_to_one_task(cli, store):
+    """Issue 14 defect 4: a second task writing the same output dataset is refused (its jobs would be
+    told to write the same files), whether the owner is still registered or already refined."""
+    cli("submit", PRUN_FILES, db=store)
+    before = row_counts(store)
+    refused = cli("submit", "-", db=store, input=_prun(taskName="user.someone.another.name"), code=2)
+    assert refused.stderr.strip() == (f"jedictl: error: jobParameters[4]: output dataset {OUT_DS} belongs to task 1 (registered); "
+                                      "continue that task with `jedictl task incexec 1`, or set allowTaskDuplication to write to it "
+                                      "from a new task")
+    assert row_counts(store) == before
+    cli("refine", db=store)
+    before = row_counts(store)
+    refused = cli("submit", "-", db=store, input=_prun(taskName="user.someone.another.name"), code=2)
+    assert f"output dataset {OUT_DS} belongs to task 1 (defined)" in refused.stderr
+    assert row_counts(store) == before
+    # the explicit opt-out
+    assert cli.json("submit", "-", db=store, input=_prun(taskName="user.someone.another.name", allowTaskDuplication=True))["task_id"] == 2
+
+
+def test_two_registered_tasks_of_one_output_dataset_the_second_breaks_at_refine(cli, store):
+    """Submissions that raced past each other's check: the first refined keeps the dataset."""
+    from sqlalchemy import update
+
+    from jedictl.store.schema import task_params
+    from tests.helpers import run_sql
+
+    cli("submit", PRUN_FILES, db=store)
+    cli("submit", "-", db=store, input=_prun(taskName="user.someone.another.name", allowTaskDuplication=True))
+    run_sql(store, lambda conn: conn.execute(update(task_params).where(task_params.c.task_id == 2)
+                                             .values(document=json.loads(_prun(taskName="user.someone.another.name")))))
+    cli("refine", db=store)
+    first, second = (cli.json("task", "show", str(n), db=store) for n in (1, 2))
+    assert first["status"] == "defined"
+    assert second["status"] == "broken"
+    assert second["error_dialog"].startswith(f"jobParameters[4]: output dataset {OUT_DS} belongs to task 1 (")
 
 
 def _prun(**changes):
@@ -147,3 +187,49 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(cli, store, text, ex
 def test_unreadable_file_is_bad_input(cli, store, tmp_path):
     result = cli("submit", str(tmp_path / "nope.yaml"), db=store, code=2)
     assert "nope.yaml: cannot read the file" in result.stderr
+
+
+# ------------------------------------------------------------------ analysis priority cap (issue 14 defect 9)
+
+def _analysis(priority: int, **changes) -> str:
+    document = json.loads((EXAMPLES / "prun_files.json").read_text())
+    # Several tasks of one example: they share its output dataset, which needs the opt-out.
+    document.update(taskPriority=priority, allowTaskDuplication=True, **changes)
+    return json.dumps(document)
+
+
+def _priorities(cli, store, task_id):
+    task = cli.json("task", "show", str(task_id), db=store)
+    return task["task_priority"], task["current_priority"]
+
+
+def test_a_plain_users_analysis_priority_is_capped_below_the_express_lane(cli, store):
+    # PanDA gives non-production submissions taskPriority 1000; 5000 would jump the express lane (>= 1500).
+    result = cli("submit", "-", "--user", "bob", db=store, input=_analysis(5000))
+    assert "priority 5000 lowered to 1000" in result.stderr
+    task_id = json.loads(cli("submit", "-", "--user", "bob", "-o", "json", "-q", db=store,
+                             input=_analysis(4000, taskName="user.bob.second")).stdout)["task_id"]
+    assert _priorities(cli, store, 1) == (1000, 1000)
+    assert _priorities(cli, store, task_id) == (1000, 1000)
+    assert cli.json("submit", "-", "--user", "bob", "--priority", "3000", db=store,
+                    input=_analysis(0, taskName="user.bob.flag"))["task_id"] == 3
+    assert _priorities(cli, store, 3) == (1000, 1000)  # --priority is capped too
+    lower = cli.json("submit", "-", "--user", "bob", db=store, input=_analysis(500, taskName="user.bob.low"))["task_id"]
+    assert _priorities(cli, store, lower) == (500, 500)  # lowering one's own task stays allowed
+
+
+def test_super_users_and_super_groups_are_not_capped(cli, store):
+    env = {"JEDICTL_REFINE__SUPER_USERS": "[alice]", "JEDICTL_REFINE__SUPER_GROUPS": "[phys-higgs]"}
+    alice = cli.json("submit", "-", "--user", "alice", db=store, input=_analysis(5000), env=env)["task_id"]
+    group = cli.json("submit", "-", "--user", "bob", db=store, env=env,
+                     input=_analysis(2000, taskName="user.bob.group", workingGroup="phys-higgs"))["task_id"]
+    plain = cli.json("submit", "-", "--user", "bob", db=store, env=env, input=_analysis(2000, taskName="user.bob.plain"))["task_id"]
+    cli("refine", db=store, env=env)
+    assert _priorities(cli, store, alice) == (5000, 5000)
+    assert _priorities(cli, store, group) == (2000, 2000)
+    assert _priorities(cli, store, plain) == (1000, 1000)
+
+
+def test_production_priorities_are_not_capped(cli, store):
+    task_id = cli.json("submit", "-", "--user", "bob", db=store, input=_analysis(5000, prodSourceLabel="managed", taskType="prod"))["task_id"]
+    assert _priorities(cli, store, task_id) == (5000, 5000)

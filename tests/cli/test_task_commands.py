@@ -73,7 +73,8 @@ def test_kill_aborts_at_once_when_no_job_is_left_and_kills_the_children(cli, sto
     child = cli.json("submit", "-", "--parent", str(task_id), db=store,
                      input=json.dumps({**TASK, "taskName": "child", "jobParameters": [
                          {"type": "template", "param_type": "input", "dataset": "ds.out", "value": "--in=${IN}"},
-                         {"type": "template", "param_type": "output", "dataset": "ds.child", "value": "--out=ds.child.${SN}.root"}]}))["task_id"]
+                         {"type": "template", "param_type": "output", "dataset": "ds.child", "value": "--out=ds.child.${SN}.root"}],
+                         "log": {"type": "template", "param_type": "log", "dataset": "ds.child.log", "value": "ds.child.log.${SN}.log.tgz"}}))["task_id"]
     cli("refine", db=store)
     assert _task_row(store, child)["status"] == "pending"  # waiting for its parent
     dispatched = _dispatch_all(cli, store)
@@ -209,8 +210,8 @@ def test_retry_with_max_attempt_and_of_a_task_with_nothing_to_retry(cli, store, 
 
 def test_retry_takes_the_children_along_unless_they_failed(cli, store, tmp_path):
     task_id = _task(cli, store, tmp_path)
-    kids = [cli.json("submit", "-", "--parent", str(task_id), db=store, input=json.dumps({**TASK, "taskName": f"kid{i}"}))["task_id"]
-            for i in range(2)]
+    kids = [cli.json("submit", "-", "--parent", str(task_id), db=store,
+                     input=json.dumps({**TASK, "taskName": f"kid{i}", "allowTaskDuplication": True}))["task_id"] for i in range(2)]
     _set_final(store, task_id, "failed")
     run_sql(store, lambda conn: conn.execute(update(tasks).where(tasks.c.id == kids[0]).values(status="finished")))
     run_sql(store, lambda conn: conn.execute(update(tasks).where(tasks.c.id == kids[1]).values(status="failed")))

@@ -38,7 +38,7 @@ def init(cli, url, tmp_path) -> str:
 
 def test_pending_task_is_retried_then_exhausted_after_seven_days(cli, store, tmp_path):
     prepare_grid(cli, store, tmp_path)
-    task_id = submit(cli, store, "waits.for.input", **SKIP_SCOUTS, jobParameters=[
+    task_id = submit(cli, store, "waits.for.input", **SKIP_SCOUTS, waitInput=True, jobParameters=[
         {"type": "template", "param_type": "input", "dataset": "ds.not.yet", "value": "--in=${IN}"},
         {"type": "template", "param_type": "output", "dataset": "ds.out", "value": "--out=ds.out.${SN}.root"}])
     to_ready(cli, store)

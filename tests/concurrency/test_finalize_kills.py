@@ -58,7 +58,8 @@ def _setup(cli, store, tmp_path) -> dict[str, list[int]]:
             break
     for n in range(5):
         kinds["done"].append(submit(cli, store, f"scouts.{n}"))
-    kinds["exhausted"].append(submit(cli, store, "never.fed", jobParameters=WAITS_FOR_INPUT, **SKIP_SCOUTS))
+    # waitInput: an unknown input makes the task wait (and exhaust) instead of breaking it at once
+    kinds["exhausted"].append(submit(cli, store, "never.fed", jobParameters=WAITS_FOR_INPUT, waitInput=True, **SKIP_SCOUTS))
     to_ready(cli, store)
     cli("generate", "--seed", "9", "--no-throttle", "--now", NOW, db=store)
     cli("simulate", "--seed", "9", "--failure-rate", "0", "--now", NOW, db=store)

@@ -25,7 +25,10 @@ def _submit_many(url: str) -> None:
     try:
         with store.begin() as conn:
             for index in range(N_TASKS):
-                document = dict(spec, name=f"{spec['name']}.{index:03d}")
+                # each task its own output datasets: an output dataset belongs to one task
+                outputs = [dict(output, dataset=f"{output['dataset']}.{index:03d}") for output in spec["outputs"]]
+                log = dict(spec["log"], dataset=f"{spec['log']['dataset']}.{index:03d}")
+                document = dict(spec, name=f"{spec['name']}.{index:03d}", outputs=outputs, log=log)
                 definition = parse_definition(document, user="race", default_user="race")
                 register_task(conn, definition, document, utcnow(), "test")
     finally:

@@ -109,6 +109,12 @@ def option_sections(draw: st.DrawFn) -> dict[str, dict[str, Any]]:
     completion = sections.get("completion", {})
     if completion.get("fail_when_goal_unreached") and completion.get("use_exhausted"):
         del completion["use_exhausted"]
+    retry = sections.get("retry", {})
+    if "retry_ram_offset" in retry and "retry_ram_step" not in retry:  # the ladder is offset + n x step
+        retry["retry_ram_step"] = draw(_option_value(next(s for s in SPECS if s.name == "retry_ram_step")))
+    resources = sections.get("resources", {})
+    if resources.get("max_core_count") is not None and resources.get("core_count") is not None:
+        resources["max_core_count"] = max(resources["max_core_count"], resources["core_count"])
     return sections
 
 
@@ -163,6 +169,8 @@ def task_specs(draw: st.DrawFn) -> dict[str, Any]:
             streams.append(stream)
         sections["split"] = draw(st.sampled_from([{}, {"n_files_per_job": 1}, {"n_files_per_job": 3}, {"n_gb_per_job": 2.5},
                                                   {"n_events_per_job": 50, "n_events_per_input_file": 100}, {"n_files": 4}]))
+    if sections["split"].get("n_files_per_job") or sections["split"].get("n_events_per_job"):
+        sections.get("scouts", {}).pop("tgt_max_output_for_ng", None)  # it sets n_gb_per_job: not with those
     spec["outputs"] = [{"dataset": draw(names), "file_template": draw(file_template())} for _ in range(draw(st.integers(1, 2)))]
     streams += [f"OUTPUT{index}" for index in range(len(spec["outputs"]))]
     if draw(st.booleans()):

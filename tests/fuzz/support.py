@@ -25,7 +25,6 @@ from hypothesis import HealthCheck, settings
 from typer.testing import CliRunner
 
 from jedictl.cli import app
-from jedictl.commands import _common
 
 PROFILE = os.environ.get("JEDICTL_FUZZ_PROFILE", "ci")
 _QUIET_CHECKS = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large, HealthCheck.filter_too_much]
@@ -64,7 +63,6 @@ def invoke(argv: Sequence[str], input: str | bytes | None = None, env: dict[str,
     global _COMMAND
     if _COMMAND is None:
         _COMMAND = typer.main.get_command(app)
-    _common._Funnel.verbose = 0  # in-process runs share the class attribute; a real process starts at 0
     runner = CliRunner()
     with runner.isolation(input=input, env=env) as streams:
         exit_code = 0

@@ -55,11 +55,13 @@ def broker_pass(store: Any, settings: Settings, owner: str, now: datetime, limit
 def _broker_one(conn: Any, task_id: int, catalog: Any, loads: Any, works: list[TaskWork], data: DataCatalog,
                 settings: Settings, owner: str, now: datetime, rng: random.Random) -> tuple[str, str | None]:
     task = task_store.get_task(conn, task_id)
-    requirements = task_requirements_from_row(task._mapping, options_from_dict(task.options))
+    options = options_from_dict(task.options)
+    requirements = task_requirements_from_row(task._mapping, options)
     outputs = list(conn.execute(select(datasets.c.id, datasets.c.storage_token).where(
         datasets.c.task_id == task_id, datasets.c.type.in_(OUTPUT_TYPES))))
     tokens = sorted({row.storage_token or "" for row in outputs})
-    chunk = chunk_of(next_chunk_files(conn, task_id, settings.task_broker.input_files), data)
+    chunk = chunk_of(next_chunk_files(conn, task_id, settings.task_broker.input_files), data,
+                     files_per_job=options.n_files_per_job, events_per_job=options.n_events_per_job)
     result = choose_nucleus(
         requirements, chunk, catalog, works, loads, settings.task_broker, settings.brokerage, rng,
         output_tokens=tokens, assigning_days=(now - task.state_changed_at).total_seconds() / 86400,

@@ -5,7 +5,7 @@ Order and rules follow AtlasProdJobBroker as described in jedi-inventory.md §6.
 brokerage explained" (step 3, then the caps of step 5): status, the scout/high-priority rules
 (opportunistic and inactive sites), zero share, core count, software, memory, scratch disk, output
 storage, walltime, transferring jobs, negative T1 weight, pilots, input to move for IO-intensive tasks,
-queue length. A pre-assigned site skips the filters JEDI skips for it (`skip_when_preassigned`).
+the site's own caps (`site_slots`), queue length. A pre-assigned site skips the filters JEDI skips for it (`skip_when_preassigned`).
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
-from jedictl.config import BrokerageSettings
+from jedictl.config import BrokerageSettings, ThrottleSettings
 from jedictl.engine.brokerage import site_needs as res
+from jedictl.engine.brokerage import site_slots
 from jedictl.engine.brokerage.model import (
     NO_LOAD,
     BrokerageCatalog,
@@ -86,6 +87,8 @@ class BrokerContext:
     locality: Mapping[str, SiteLocality] = field(default_factory=dict)
     reference_bytes: int = 0  # the most input any surviving candidate holds (JEDI's totalSize)
     reference_files: int = 0
+    throttle: ThrottleSettings = field(default_factory=ThrottleSettings)  # the slot model's overflow
+    start_loads: Mapping[str, SiteLoad] | None = None  # loads at the start of the pass (None: `loads`)
 
     def load(self, site: Site) -> SiteLoad:
         return self.loads.get(site.name, NO_LOAD)
@@ -99,6 +102,20 @@ class BrokerContext:
     @property
     def high_priority(self) -> bool:
         return self.task.priority >= self.tuning.high_priority or self.chunk.is_scout
+
+    @property
+    def job_priority(self) -> int:
+        """The priority the chunk's jobs get (scouts: max(901, task priority + 1))."""
+        if self.chunk.is_scout:
+            return max(self.settings.scout_priority_floor, self.task.priority + 1)
+        return self.task.priority
+
+    def slot_decision(self, site: Site) -> site_slots.SiteSlotDecision:
+        """The site's caps (WMCore's slot model) for one more job of this chunk."""
+        start = (self.start_loads or self.loads).get(site.name, NO_LOAD)
+        return site_slots.slot_decision(site, self.task.prod_source_label, self.job_priority, merge=self.chunk.is_merge,
+                                        settings=self.throttle, now=self.load(site).slots, at_start=start.slots,
+                                        preassigned=self.preassigned)
 
 
 FilterResult = tuple[list[Site], list[tuple[Site, Drop]]]
@@ -192,6 +209,18 @@ def check_core_count(site: Site, ctx: BrokerContext) -> Drop | None:
     if wanted == 1 and not (dynamic or offered in (None, 0, 1)):
         return Drop(f"core count: single-core task, site slots have {offered} cores",
                     {"task_cores": wanted, "site_cores": offered})
+    limit = ctx.task.max_core_count
+    if limit and not ctx.chunk.is_merge and offered is not None and offered > limit:
+        # JEDI's "max core count" check: a job takes the whole slot, more cores than the task can use.
+        return Drop(f"core count: site slots have {offered} cores, above the task's max_core_count {limit}",
+                    {"site_cores": offered, "max_core_count": limit})
+    return None
+
+
+def check_direct_io(site: Site, ctx: BrokerContext) -> Drop | None:
+    """allowInputLAN=only (split rule IL=2): only sites whose jobs read their input directly."""
+    if ctx.task.direct_io_only and not site.direct_io:
+        return Drop("direct input: allow_input_lan=only and the site has no direct IO", {"direct_io": False})
     return None
 
 
@@ -328,6 +357,20 @@ def check_input_to_move(site: Site, ctx: BrokerContext) -> Drop | None:
     return None
 
 
+def check_site_caps(site: Site, ctx: BrokerContext) -> Drop | None:
+    """The site's caps (max_queued, max_running, job_caps; WMCore's slot model with its priority
+    overflow): a full site gets no more jobs; the drop names the cap."""
+    if not site_slots.has_caps(site, preassigned=ctx.preassigned):
+        return None
+    decision = ctx.slot_decision(site)
+    if decision.allowed:
+        return None
+    return Drop(site_slots.cap_message(decision), {
+        "rule": decision.rule, "job_type": decision.job_type, "overflow": decision.overflow,
+        "pending_limit": decision.pending_limit, "type_pending_limit": decision.type_pending_limit,
+        "running_limit": decision.running_limit, "type_running_limit": decision.type_running_limit})
+
+
 def queued_at(site: Site, ctx: BrokerContext, counts: JobCounts) -> tuple[int, str]:
     """JEDI's queue measure: jobs waiting to start; assigned and defined jobs count too when the
     input must first be moved there (seed 000 step 5)."""
@@ -374,6 +417,7 @@ SITE_FILTERS: tuple[SiteFilter, ...] = (
     SiteFilter("inactive", filter_inactive, "seed 000 step 3 inactive queues (2 h) for prio > 800/scout/merge", True),
     SiteFilter("zero_share", per_site(check_zero_share), "seed 000 step 3 'Zero Share'", True),
     SiteFilter("core_count", per_site(check_core_count), "§6.5 core count (site cores >= task cores, or dynamic)", True),
+    SiteFilter("direct_io", per_site(check_direct_io), "split rule IL=2 (allowInputLAN only): direct-IO sites only"),
     SiteFilter("software", per_site(check_software), "seed 000 'ATLAS Release'; §6.5 software/container"),
     SiteFilter("memory", per_site(check_memory), "seed 000 'Memory probe and brokerage'; §6.5 memory x 0.9"),
     SiteFilter("scratch_disk", per_site(check_scratch_disk), "§6.5 scratch disk"),
@@ -387,6 +431,7 @@ SITE_FILTERS: tuple[SiteFilter, ...] = (
 #: Filters that need the chunk's locality, then the caps of seed 000 step 5.
 INPUT_FILTERS: tuple[SiteFilter, ...] = (
     SiteFilter("input", per_site(check_input_to_move), "seed 000 step 3 IO intensity > 200 kB/s: 10 GB / 100 files", True),
+    SiteFilter("site_caps", per_site(check_site_caps), "site max_queued/max_running/job_caps: WMCore slots, peers.md §1.5, seed 002"),
     SiteFilter("queue_length", per_site(check_queue_length), "seed 000 step 5; §6.5 caps max(20, 2 x running)"),
     SiteFilter("queue_length_rt", per_site(check_queue_length_rt), "§6.5 per-resource-type queued > max(20, 2 x running_rt)"),
 )

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 from types import MappingProxyType
 
-from jedictl.config import BrokerageSettings
+from jedictl.config import BrokerageSettings, ThrottleSettings
+from jedictl.engine.brokerage import site_slots
 from jedictl.engine.brokerage.filters import (
     DEFAULT_TUNING,
     INPUT_FILTERS,
@@ -51,6 +52,7 @@ class SiteCandidate:
     n_queued: int
     n_running_cap: float | None  # None: express chunks are not capped
     bootstrap: bool = False
+    n_free: int | None = None  # jobs the site's caps still let in (None: no caps)
     local_disk_files: frozenset[int] = frozenset()
     local_tape_files: frozenset[int] = frozenset()
 
@@ -75,7 +77,10 @@ class BrokerageResult:
             if not fate.kept:
                 counts[fate.rule] = counts.get(fate.rule, 0) + 1
         dropped = ", ".join(f"{rule} {n}" for rule, n in counts.items())
-        return f"{len(self.candidates)} candidates" + (f"; dropped: {dropped}" if dropped else "")
+        # A full site is the one drop an operator acts on (raise the cap, wait): say which cap.
+        full = [f"{fate.name}: {fate.message}" for fate in self.trail if fate.rule == "site_caps"]
+        return (f"{len(self.candidates)} candidates" + (f"; dropped: {dropped}" if dropped else "")
+                + (f"; {'; '.join(full[:3])}" + (f" (+{len(full) - 3} more)" if len(full) > 3 else "") if full else ""))
 
     def rows(self) -> list[dict]:
         return [fate.as_dict("site") for fate in self.trail]
@@ -137,7 +142,8 @@ def effective_t1_weight(task: TaskRequirements, chunk: ChunkInput, tuning: JobBr
 def make_context(
     task: TaskRequirements, chunk: ChunkInput, catalog: BrokerageCatalog, loads: Mapping[str, SiteLoad],
     settings: BrokerageSettings, tuning: JobBrokerTuning, preassigned: bool,
-    nucleus_sites: frozenset[str] | None = None,
+    nucleus_sites: frozenset[str] | None = None, throttle: ThrottleSettings | None = None,
+    start_loads: Mapping[str, SiteLoad] | None = None,
 ) -> BrokerContext:
     if nucleus_sites is None:
         nucleus_sites = frozenset(s.name for s in catalog.sites if task.nucleus and s.nucleus == task.nucleus)
@@ -147,6 +153,7 @@ def make_context(
         task=task, chunk=chunk, catalog=catalog, loads=loads, settings=settings, tuning=tuning,
         cores=task_cores(task, chunk), nucleus_sites=nucleus_sites, t1_weight=t1_weight,
         nucleus_only=nucleus_only, express=express, preassigned=preassigned,
+        throttle=throttle or ThrottleSettings(), start_loads=start_loads,
     )
 
 
@@ -247,9 +254,10 @@ def _candidate(site: Site, ctx: BrokerContext, weight: float, bootstrap: bool) -
         queued = counts.activated + counts.assigned + counts.starting
     cap = None if ctx.express else max(ctx.settings.queue_limit_site, ctx.tuning.queue_cap_factor * counts.running)
     local = ctx.local(site)
+    free = ctx.slot_decision(site).free if site_slots.has_caps(site, preassigned=ctx.preassigned) else None
     return SiteCandidate(site=site.name, weight=weight, n_running=counts.running, n_queued=queued,
                          n_running_cap=cap, bootstrap=bootstrap, local_disk_files=local.disk_files,
-                         local_tape_files=local.tape_files)
+                         local_tape_files=local.tape_files, n_free=free)
 
 
 # ------------------------------------------------------------------------------------- brokerage
@@ -262,10 +270,13 @@ def broker_job_sites(
     settings: BrokerageSettings,
     *,
     tuning: JobBrokerTuning = DEFAULT_TUNING,
+    throttle: ThrottleSettings | None = None,
+    start_loads: Mapping[str, SiteLoad] | None = None,
 ) -> BrokerageResult:
-    """The site candidates of one chunk, best first, and every site's fate."""
+    """The site candidates of one chunk, best first, and every site's fate. `start_loads` are the
+    loads at the start of the pass when `loads` count the jobs made since (the caps' overflow)."""
     sites, fates, preassigned = initial_candidates(task, catalog)
-    ctx = make_context(task, chunk, catalog, loads, settings, tuning, preassigned)
+    ctx = make_context(task, chunk, catalog, loads, settings, tuning, preassigned, throttle=throttle, start_loads=start_loads)
     sites = run_filters(SITE_FILTERS, sites, ctx, fates)
     ctx = with_locality(ctx, sites)
     sites = run_filters(INPUT_FILTERS, sites, ctx, fates)

@@ -1,71 +1,59 @@
 """Loading what brokerage decides on: the resource catalog, the live load of sites, the remaining work
 of active tasks, and the input of a task's next chunk with its replicas. Shared by the task broker,
-the job generator and `explain`.
+the job generator and `explain`. The rows come from the store's named reads (store.brokerage).
 """
 
 from __future__ import annotations
 
 from typing import Any, Sequence
 
-from sqlalchemy import Connection, func, select
-
 from jedictl.engine.catalogs.data import DataCatalog
-from jedictl.engine.brokerage.model import BrokerageCatalog, ChunkInput, SiteLoad, catalog_from_rows, chunk_input, site_loads_from_rows
+from jedictl.engine.brokerage.model import (
+    SLOT_PENDING,
+    SLOT_RUNNING,
+    BrokerageCatalog,
+    ChunkInput,
+    SiteLoad,
+    catalog_from_rows,
+    chunk_input,
+    job_atom,
+    site_loads_from_rows,
+    slot_loads_from_rows,
+)
 from jedictl.engine.brokerage.task_brokerage import ACTIVE_FOR_RW, TaskWork
-from jedictl.model import FileStatus
-from jedictl.store.schema import datasets, files, jobs, nuclei, site_storage, sites, storage_endpoints, tasks
+from jedictl.store import brokerage as store
+
+#: Job statuses that load a site.
+LOAD_STATUSES = ("running", "activated", "assigned", "starting", "defined", "transferring")
 
 
-def load_catalog(conn: Connection) -> BrokerageCatalog:
-    return catalog_from_rows(
-        (r._mapping for r in conn.execute(select(sites).order_by(sites.c.name))),
-        (r._mapping for r in conn.execute(select(site_storage))),
-        (r._mapping for r in conn.execute(select(storage_endpoints))),
-        (r._mapping for r in conn.execute(select(nuclei))),
-    )
+def load_catalog(conn: Any) -> BrokerageCatalog:
+    return catalog_from_rows(*store.catalog_rows(conn))
 
 
-def load_site_loads(conn: Connection) -> dict[str, SiteLoad]:
+def load_site_loads(conn: Any) -> dict[str, SiteLoad]:
     """Live job counts per site, status and resource type (one GROUP BY over the jobs table)."""
-    rows = conn.execute(
-        select(jobs.c.site, jobs.c.status, jobs.c.resource_type, func.count().label("n"))
-        .where(jobs.c.site.is_not(None), jobs.c.status.in_(["running", "activated", "assigned", "starting", "defined", "transferring"]))
-        .group_by(jobs.c.site, jobs.c.status, jobs.c.resource_type)
-    )
-    return site_loads_from_rows(r._mapping for r in rows)
+    # The slot model's view (site caps): per job type, with the highest priority for the overflow.
+    slots = slot_loads_from_rows(store.slot_load_rows(conn, SLOT_PENDING + SLOT_RUNNING))
+    return site_loads_from_rows(store.site_load_rows(conn, LOAD_STATUSES), slots=slots)
 
 
-def load_task_works(conn: Connection) -> list[TaskWork]:
+def load_task_works(conn: Any) -> list[TaskWork]:
     """Remaining-work figures of every task with a nucleus that still loads it (master input events)."""
-    events = (select(datasets.c.task_id, func.sum(datasets.c.n_events).label("n_events"), func.sum(datasets.c.n_events_used).label("used"))
-              .where(datasets.c.master_id.is_(None), datasets.c.type.in_(["input", "pseudo_input"]))
-              .group_by(datasets.c.task_id).subquery())
-    rows = conn.execute(
-        select(tasks.c.id, tasks.c.nucleus, tasks.c.status, tasks.c.current_priority, tasks.c.cpu_time, tasks.c.cpu_time_unit,
-               tasks.c.work_queue, func.coalesce(events.c.n_events, 0), func.coalesce(events.c.used, 0))
-        .outerjoin(events, events.c.task_id == tasks.c.id)
-        .where(tasks.c.nucleus.is_not(None), tasks.c.status.in_(list(ACTIVE_FOR_RW)))
-    )
     return [TaskWork(task_id=r[0], nucleus=r[1], status=r[2], priority=r[3], cpu_time=r[4], cpu_time_unit=r[5], work_queue=r[6],
-                     n_events=int(r[7]), n_events_used=int(r[8])) for r in rows]
+                     n_events=int(r[7]), n_events_used=int(r[8])) for r in store.task_work_rows(conn, ACTIVE_FOR_RW)]
 
 
-def next_chunk_files(conn: Connection, task_id: int, limit: int) -> list[Any]:
+def next_chunk_files(conn: Any, task_id: int, limit: int) -> list[Any]:
     """The master input records the generator would take next: released, ready, still attemptable."""
-    masters = select(datasets.c.id).where(datasets.c.task_id == task_id, datasets.c.master_id.is_(None),
-                                          datasets.c.type.in_(["input", "pseudo_input"]))
-    return list(conn.execute(
-        select(files.c.lfn, files.c.size, files.c.n_events, datasets.c.name.label("dataset"))
-        .join(datasets, datasets.c.id == files.c.dataset_id)
-        .where(files.c.dataset_id.in_(masters), files.c.status == FileStatus.READY.value,
-               (files.c.max_attempt.is_(None)) | (files.c.attempt_nr < files.c.max_attempt))
-        .order_by(files.c.id).limit(limit)
-    ))
+    return store.next_chunk_files(conn, task_id, limit)
 
 
-def chunk_of(records: Sequence[Any], catalog: DataCatalog, **flags: Any) -> ChunkInput:
+def chunk_of(records: Sequence[Any], catalog: DataCatalog, *, files_per_job: int | None = None, events_per_job: int | None = None,
+             **flags: Any) -> ChunkInput:
     """A ChunkInput for brokerage from (lfn, size, n_events, dataset name) records: one entry per file
-    (the ranges of one file count once), with its replicas."""
+    (the ranges of one file count once), with its replicas. With the task's nFilesPerJob or
+    nEventsPerJob the filters judge the work of one job as the splitter will build it (`job_atom`)."""
     seen: dict[str, tuple[str, int, int | None]] = {}
     by_dataset: dict[str, list[str]] = {}
     for lfn, size, n_events, dataset in records:
@@ -76,27 +64,27 @@ def chunk_of(records: Sequence[Any], catalog: DataCatalog, **flags: Any) -> Chun
     for dataset, lfns in by_dataset.items():
         for endpoint, held in catalog.replica_map(dataset, lfns).items():
             replicas.extend((lfn, endpoint) for lfn in held)
-    return chunk_input(list(seen.values()), replicas, **flags)
+    entries = list(seen.values())
+    atom_bytes, atom_events = job_atom([int(size or 0) for _, size, _ in entries], [int(n or 0) for _, _, n in entries],
+                                       files_per_job, events_per_job)
+    return chunk_input(entries, replicas, max_atom_bytes=atom_bytes, max_atom_events=atom_events, **flags)
 
 
 NOT_RUNNING = ("assigned", "activated", "starting", "sent")
 GENERATOR_STATUSES = ("ready", "running", "scouting")
 
 
-def load_throttle_input(conn: Connection, share: str, resource_type: str | None, label: str, limits_config: dict) -> Any:
+def load_throttle_input(conn: Any, share: str, resource_type: str | None, label: str, limits_config: dict) -> Any:
     """The throttler's view of one global share x resource type: job counts, limits, top priorities."""
     from jedictl.engine.shares.throttler import QueueCounts, QueueLimits, ThrottleInput, resolve_limit
 
     limits = {tag: resolve_limit(limits_config, tag, share, resource_type) for tag in ("NQUEUELIMIT", "NRUNNINGCAP", "NQUEUECAP")}
     # Count at the level the limit was found: per resource type only when it was configured so.
     per_type = any(level in ("rt", "ms") for _, level in limits.values())
-    scope = [jobs.c.gshare == share] + ([jobs.c.resource_type == resource_type] if per_type and resource_type else [])
-    counts = dict(conn.execute(select(jobs.c.status, func.count()).where(*scope).group_by(jobs.c.status)).all())
-    queued_priorities = conn.execute(
-        select(jobs.c.current_priority, func.count()).where(*scope, jobs.c.status.in_(NOT_RUNNING + ("defined",)))
-        .group_by(jobs.c.current_priority).order_by(jobs.c.current_priority.desc()).limit(1)).first()
-    waiting = conn.execute(select(func.max(tasks.c.current_priority)).where(
-        tasks.c.gshare == share, tasks.c.status.in_(GENERATOR_STATUSES))).scalar()
+    scoped_type = resource_type if per_type and resource_type else None
+    counts = store.share_job_counts(conn, share, scoped_type)
+    queued_priorities = store.top_queued_priority(conn, share, scoped_type, NOT_RUNNING + ("defined",))
+    waiting = store.top_task_priority(conn, share, GENERATOR_STATUSES)
     return ThrottleInput(
         queue=share, resource_type=resource_type, prod_source_label=label,
         counts=QueueCounts(running=counts.get("running", 0), not_running=sum(counts.get(s, 0) for s in NOT_RUNNING),

@@ -9,6 +9,7 @@ Reference: jedi-inventory.md §5 and §6.5 (what JEDI's brokers read), seed 000 
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from types import MappingProxyType
 from typing import Any
 
 from jedictl.engine.task.options import TaskOptions
+from jedictl.model import SLOT_PENDING, SLOT_RUNNING
 
 
 def _no_mapping() -> Mapping[str, Any]:
@@ -185,20 +187,66 @@ class JobCounts:
 
 
 @dataclass(frozen=True)
+class SlotLoad:
+    """A site's jobs per job type (prodSourceLabel) for its caps: pending, running, and the highest
+    priority pending or running (WMCore's priority overflow compares with it)."""
+
+    pending: Mapping[str, int] = field(default_factory=_no_mapping)
+    running: Mapping[str, int] = field(default_factory=_no_mapping)
+    highest_priority: Mapping[str, int] = field(default_factory=_no_mapping)
+
+    def with_pending(self, label: str, n_jobs: int, priority: int) -> SlotLoad:
+        """The load after `n_jobs` more pending jobs of `label` at `priority` (made during a pass)."""
+        pending = dict(self.pending)
+        pending[label] = pending.get(label, 0) + n_jobs
+        highest = dict(self.highest_priority)
+        highest[label] = max(highest.get(label, priority), priority)
+        return SlotLoad(MappingProxyType(pending), self.running, MappingProxyType(highest))
+
+
+NO_SLOTS = SlotLoad()
+
+
+@dataclass(frozen=True)
 class SiteLoad:
     """Live figures of one site: job counts (all resource types and per resource type)."""
 
     counts: JobCounts = field(default_factory=JobCounts)
     by_resource_type: Mapping[str, JobCounts] = field(default_factory=_no_mapping)
     hours_since_last_start: float | None = None  # None = unknown (never treated as inactive)
+    slots: SlotLoad = NO_SLOTS  # per job type, for the site's caps
 
 
 NO_LOAD = SiteLoad()
 _COUNTED = ("running", "activated", "assigned", "starting", "defined", "transferring")
 
 
+def slot_loads_from_rows(rows: Iterable[Mapping[str, Any]]) -> dict[str, SlotLoad]:
+    """Slot loads from `SELECT site, prod_source_label, status, count(*) AS n, max(current_priority) AS
+    priority FROM jobs GROUP BY site, prod_source_label, status` rows."""
+    pending: dict[str, dict[str, int]] = {}
+    running: dict[str, dict[str, int]] = {}
+    highest: dict[str, dict[str, int]] = {}
+    for row in rows:
+        site, label, status = row["site"], row["prod_source_label"] or "", row["status"]
+        if site is None:
+            continue
+        target = pending if status in SLOT_PENDING else running if status in SLOT_RUNNING else None
+        if target is None:
+            continue
+        bucket = target.setdefault(site, {})
+        bucket[label] = bucket.get(label, 0) + int(row["n"])
+        if row.get("priority") is not None:
+            best = highest.setdefault(site, {})
+            best[label] = max(best.get(label, int(row["priority"])), int(row["priority"]))
+    return {site: SlotLoad(MappingProxyType(pending.get(site, {})), MappingProxyType(running.get(site, {})),
+                           MappingProxyType(highest.get(site, {})))
+            for site in pending.keys() | running.keys()}
+
+
 def site_loads_from_rows(rows: Iterable[Mapping[str, Any]],
-                         last_start_hours: Mapping[str, float] | None = None) -> dict[str, SiteLoad]:
+                         last_start_hours: Mapping[str, float] | None = None,
+                         slots: Mapping[str, SlotLoad] | None = None) -> dict[str, SiteLoad]:
     """Loads from `SELECT site, status, resource_type, count(*) AS n FROM jobs GROUP BY ...` rows."""
     totals: dict[str, dict[str, int]] = {}
     per_type: dict[str, dict[str, dict[str, int]]] = {}
@@ -212,13 +260,15 @@ def site_loads_from_rows(rows: Iterable[Mapping[str, Any]],
             bucket = per_type.setdefault(row["site"], {}).setdefault(row["resource_type"], {})
             bucket[status] = bucket.get(status, 0) + int(row["n"])
     hours = last_start_hours or {}
+    slots = slots or {}
     return {
         site: SiteLoad(
-            counts=JobCounts(**values),
+            counts=JobCounts(**totals.get(site, {})),
             by_resource_type=MappingProxyType({rt: JobCounts(**c) for rt, c in per_type.get(site, {}).items()}),
             hours_since_last_start=hours.get(site),
+            slots=slots.get(site, NO_SLOTS),
         )
-        for site, values in totals.items()
+        for site in totals.keys() | slots.keys()
     }
 
 
@@ -263,6 +313,8 @@ class TaskRequirements:
     merge_core_count: int | None = None
     merge_ram_count: int | None = None
     use_local_io: bool = False  # always copy input to scratch, even at direct-IO sites
+    max_core_count: int | None = None  # maxCoreCount: slots with more cores are not used
+    direct_io_only: bool = False  # allowInputLAN=only: only sites that read input directly (direct_io)
 
     @property
     def is_test(self) -> bool:
@@ -287,6 +339,7 @@ def task_requirements_from_row(row: Mapping[str, Any], options: TaskOptions | No
         included_sites=tuple(o.included_sites or ()), excluded_sites=tuple(o.excluded_sites or ()),
         t1_weight=o.t1_weight, merge_output=bool(o.merge_output),
         merge_core_count=o.merge_core_count, merge_ram_count=o.merge_ram_count, use_local_io=bool(o.use_local_io),
+        max_core_count=o.max_core_count, direct_io_only=o.allow_input_lan == "only",
     )
 
 
@@ -351,6 +404,26 @@ def chunk_input(
         replicas=MappingProxyType({name: frozenset(found) for name, found in by_endpoint.items()}),
         **flags,
     )
+
+
+def job_atom(sizes: Sequence[int], events: Sequence[int], files_per_job: int | None = None,
+             events_per_job: int | None = None) -> tuple[int | None, int | None]:
+    """(bytes, events) of the largest job the splitter will build from these files, in their order: JEDI
+    makes the atom of `nFilesPerJob` consecutive files (the first group is always taken, whatever its
+    walltime or disk), or of `nEventsPerJob` events (the files that cover them); (None, None) when
+    neither is set -- the splitter then stops at any limit and one file is the atom."""
+    if not sizes:
+        return None, None
+    if files_per_job and files_per_job > 1:
+        group_bytes = [sum(sizes[i:i + files_per_job]) for i in range(0, len(sizes), files_per_job)]
+        group_events = [sum(events[i:i + files_per_job]) for i in range(0, len(events), files_per_job)]
+        return max(group_bytes), max(group_events, default=0)
+    if events_per_job and events_per_job > 0:
+        # A job of NE events reads whole files until it has them; a file of more events is read in ranges.
+        fewest = min((n for n in events if n > 0), default=0)
+        n_files = min(len(sizes), math.ceil(events_per_job / fewest)) if fewest else 1
+        return sum(sorted(sizes, reverse=True)[:max(n_files, 1)]), events_per_job
+    return None, None
 
 
 # ---------------------------------------------------------------------------------------- trail

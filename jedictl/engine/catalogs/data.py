@@ -1,5 +1,5 @@
-"""The data catalog as the engine sees it (JEDI's DDM): an interface, its value types, and the import
-file format (docs/data-catalog.md).
+"""The data catalog as the engine sees it (JEDI's DDM): an interface and the import file format
+(docs/data-catalog.md); its value types are `jedictl.model.catalog`'s, which the store shares.
 
 The feeder and the brokers only talk to `DataCatalog`. The store-backed catalog
 (`jedictl.store.data_catalog.StoreDataCatalog`) is the first implementation; one backed by Rucio would
@@ -8,42 +8,22 @@ implement the same methods and slot in without touching the engine.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, NamedTuple, Protocol, Sequence
+from typing import Any, Iterator, Mapping, Protocol, Sequence
 
 from jedictl.engine.input import fields
 from jedictl.engine.task.definition import check_name
 from jedictl.errors import BadInput
+from jedictl.model.catalog import (  # noqa: F401 (file_as_dict: re-exported)
+    CatalogDataset,
+    CatalogFile,
+    CatalogImport,
+    ContainerImport,
+    DatasetImport,
+    Replica,
+    file_as_dict,
+)
 
 STATES = ("open", "closed")
-
-
-class CatalogFile(NamedTuple):
-    """One file of a dataset. A NamedTuple: the feeder streams millions of them."""
-
-    lfn: str
-    scope: str | None = None
-    guid: str | None = None
-    size: int | None = None
-    checksum: str | None = None
-    n_events: int | None = None
-    run: int | None = None
-    lumi_blocks: tuple[int, ...] | None = None
-
-
-@dataclass(frozen=True)
-class CatalogDataset:
-    name: str
-    kind: str  # dataset | container
-    state: str  # open | closed
-    scope: str | None = None
-
-
-@dataclass(frozen=True)
-class Replica:
-    endpoint: str
-    complete: bool
-    kind: str  # disk | tape (the endpoint's)
 
 
 class DataCatalog(Protocol):
@@ -66,29 +46,6 @@ class DataCatalog(Protocol):
 
 
 # ------------------------------------------------------------------------------------ import file
-
-@dataclass(frozen=True)
-class DatasetImport:
-    name: str
-    scope: str | None
-    state: str | None  # None: leave an existing dataset's state alone (new datasets are open)
-    files: list[CatalogFile]
-    replicas: list[tuple[str, bool, tuple[str, ...] | None]]  # (endpoint, complete, files present if incomplete)
-    attributes: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class ContainerImport:
-    name: str
-    datasets: list[str]
-    state: str = "closed"
-
-
-@dataclass(frozen=True)
-class CatalogImport:
-    datasets: list[DatasetImport]
-    containers: list[ContainerImport]
-
 
 _DATASET_KEYS = ("name", "scope", "state", "files", "replicas", "attributes")
 _FILE_KEYS = ("lfn", "scope", "guid", "size", "checksum", "events", "run", "lumi_blocks")
@@ -190,9 +147,3 @@ def parse_files(raw: Any, path: str) -> list[CatalogFile]:
             lumi_blocks=tuple(lumis) if lumis is not None else None,
         ))
     return files
-
-
-def file_as_dict(file: CatalogFile) -> dict[str, Any]:
-    data = {"lfn": file.lfn, "scope": file.scope, "guid": file.guid, "size": file.size, "checksum": file.checksum,
-            "events": file.n_events, "run": file.run, "lumi_blocks": list(file.lumi_blocks) if file.lumi_blocks is not None else None}
-    return {k: v for k, v in data.items() if v is not None}

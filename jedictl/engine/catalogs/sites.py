@@ -123,10 +123,14 @@ def parse_resource_catalog(
         if endpoint["nucleus"] and endpoint["nucleus"] not in nucleus_names:
             raise BadInput(f"unknown nucleus {endpoint['nucleus']!r}", f"storage_endpoints[{index}].nucleus")
     sites, storage = [], []
+    site_names: set[str] = set()
     for index, raw in enumerate(fields.sequence(document.get("sites"), "sites")):
         path = f"sites[{index}]"
         body = fields.mapping(raw, path)
         site = _entity(body, path, SITE_FIELDS, extra=SITE_STORAGE_KEYS)
+        if site["name"] in site_names:  # as for nuclei and endpoints (_entities)
+            raise BadInput(f"{site['name']!r} is listed twice", f"{path}.name")
+        site_names.add(site["name"])
         if site["nucleus"] and site["nucleus"] not in nucleus_names:
             raise BadInput(f"unknown nucleus {site['nucleus']!r}", f"{path}.nucleus")
         for low, high in (("min_memory", "max_memory"), ("min_walltime", "max_walltime")):

@@ -29,6 +29,10 @@ from jedictl.engine.jobs.outcomes import Conflict, Ending, end_jobs
 from jedictl.engine.jobs.states import plan_kill
 from jedictl.errors import BadInput, JedictlError
 from jedictl.model import DATASET_INPUT_TYPES, CommandStatus, JobStatus, TaskStatus
+from jedictl.store import completion
+from jedictl.store import job_outcomes as job_store
+from jedictl.store import task_commands as command_store
+from jedictl.store import tasks as task_store
 
 #: The commands jedictl applies (JEDI's `release`, for data carousel staging, has no use here).
 COMMANDS = ("kill", "finish", "retry", "incexec", "pause", "resume", "avalanche", "reassign")
@@ -102,9 +106,7 @@ class _Commando:
     """The commands, in the caller's transaction."""
 
     def __init__(self, conn: Any, settings: Settings, now: datetime):
-        from jedictl.store import task_commands as store
-
-        self.conn, self.settings, self.now, self.store = conn, settings, now, store
+        self.conn, self.settings, self.now, self.store = conn, settings, now, command_store
 
     # ------------------------------------------------------------------------------------ common
 
@@ -124,16 +126,12 @@ class _Commando:
         return outcome
 
     def _move(self, task_id: int, new: str, expected: str, reason: str | None, by: str, **values: Any) -> None:
-        from jedictl.store import tasks as task_store
-
         if not task_store.change_status(self.conn, task_id, new, [expected], reason, by, self.now, **_NO_LEASE, **values):
             raise Conflict(f"task {task_id} is no longer {expected}")
 
     def _kill_jobs(self, task_id: int, statuses: frozenset[str], code: int | None, by: str) -> dict[str, int]:
         """Kill the task's jobs in `statuses` (panda-server §2.8, `jobs.states.plan_kill`): queued ones end
         now and their inputs go back to the pool with an attempt used; a job on a worker is told to stop."""
-        from jedictl.store import job_outcomes as job_store
-
         endings, stopping = [], {}
         for job_id, status in self.store.jobs_in(self.conn, task_id, statuses):
             plan = plan_kill(status, code, by)
@@ -161,8 +159,8 @@ class _Commando:
 
     def _input_files(self, rows: Sequence[Any]) -> list[FileRecord]:
         inputs = [row.id for row in rows if row.type in DATASET_INPUT_TYPES]
-        return [FileRecord(r.id, r.dataset_id, r.status, r.attempt_nr, r.max_attempt, r.failed_attempt, r.max_failure,
-                           bool(r.keep_track), r.ram_count) for r in self.store.input_files(self.conn, inputs)]
+        return [FileRecord(r.id, r.dataset_id, r.type, r.status, r.attempt_nr, r.max_attempt, r.failed_attempt, r.max_failure,
+                           bool(r.keep_track), ram_count=r.ram_count) for r in self.store.input_files(self.conn, inputs)]
 
     # -------------------------------------------------------------------------------------- kill
 
@@ -186,8 +184,6 @@ class _Commando:
         records = [from_row(DatasetRecord, row) for row in rows]
         self.store.set_dataset_statuses(self.conn, {u.dataset_id: u.status for u in final_dataset_statuses(TaskStatus.ABORTED, records)
                                                     if u.status}, self.now)
-        from jedictl.store import completion
-
         completion.close_catalog_datasets(self.conn, [row.name for row in rows if row.type in ("output", "log")], self.now)
         outcomes = []
         for child_id, status in self.store.children_of(self.conn, task_id):
@@ -215,8 +211,6 @@ class _Commando:
         """`finishing` with no live job -> `passed` (JEDI updateDatasetsToFinishTask): every ready input
         becomes terminal, and the goal is no longer enforced (JEDI drops FG), so finalize ends the task
         with what it processed."""
-        from jedictl.store import tasks as task_store
-
         rows = self._datasets(task_id)
         updates, deltas = commando.finish_files([from_row(DatasetRecord, row) for row in rows], self._input_files(rows))
         self.store.update_files(self.conn, [(u.file_id, u.values) for u in updates])
@@ -375,21 +369,19 @@ def settle_pass(store: Any, settings: Settings, now: datetime, by: str, task_ids
     "doing" status): their ready inputs become terminal and they become `passed`. Without `task_ids`,
     up to `limit` such tasks; named tasks that are not finishing, or still have live jobs, are reported
     and left alone. One transaction per task."""
-    from jedictl.store import task_commands as task_store
-
     if task_ids:
         candidates = list(task_ids)
     else:
         with store.read() as conn:
-            candidates = task_store.settled_finishing_tasks(conn, limit)
+            candidates = command_store.settled_finishing_tasks(conn, limit)
     outcomes = []
     for task_id in sorted(candidates):
         with store.begin() as conn:
-            task = task_store.lock_task(conn, task_id)
+            task = command_store.lock_task(conn, task_id)
             if task.status != TaskStatus.FINISHING:
                 outcomes.append(Outcome(task_id, "settle", task.status, task.status, "unchanged", f"the task is {task.status}, not finishing"))
                 continue
-            live = task_store.count_live_jobs(conn, task_id)
+            live = command_store.count_live_jobs(conn, task_id)
             if live:
                 outcomes.append(Outcome(task_id, "settle", task.status, task.status, "waiting", f"{live} jobs still live"))
                 continue

@@ -25,6 +25,7 @@ from jedictl.model import (
     JobStatus,
     TaskStatus,
 )
+from jedictl.model.files import FileRecord
 
 #: JEDI statuses that `model.TaskStatus` does not list yet (reassign's doing and done statuses).
 TOREASSIGN = "toreassign"
@@ -169,46 +170,24 @@ def done_status(command: str, active_jobs: int) -> str | None:
 
 
 @dataclass(frozen=True)
-class FileRecord:
-    """One `files` row."""
+class FileChange:
+    """New values for one `files` row, written as they are (the command holds the task's lock)."""
 
-    id: int
-    dataset_id: int
-    status: str
-    attempt_nr: int = 0
-    max_attempt: int | None = None
-    failed_attempt: int = 0
-    max_failure: int | None = None
-    keep_track: bool = True
-    ram_count: int | None = None
-
-    @property
-    def exhausted(self) -> bool:
-        """No attempt left: `failed` (jedictl's job results) or, as JEDI keeps them, `ready` but out of
-        attempts or failures."""
-        if self.status == FileStatus.FAILED:
-            return True
-        if self.status != FileStatus.READY:
-            return False
-        out_of_attempts = self.max_attempt is not None and self.attempt_nr >= self.max_attempt
-        out_of_failures = self.max_failure is not None and self.failed_attempt >= self.max_failure
-        return out_of_attempts or out_of_failures
-
-
-@dataclass(frozen=True)
-class FileUpdate:
     file_id: int
     values: Mapping[str, Any]  # column -> new value
 
 
 @dataclass(frozen=True)
-class DatasetDelta:
+class DatasetChange:
+    """Counter deltas (any `datasets` counter, unlike job results' fixed `model.files.DatasetDelta`) and an
+    optional new status for one dataset."""
+
     dataset_id: int
     deltas: Mapping[str, int] = field(default_factory=dict)  # counter column -> change
     status: str | None = None
 
 
-def finish_files(datasets: Sequence[DatasetRecord], files: Iterable[FileRecord]) -> tuple[list[FileUpdate], list[DatasetDelta]]:
+def finish_files(datasets: Sequence[DatasetRecord], files: Iterable[FileRecord]) -> tuple[list[FileChange], list[DatasetChange]]:
     """A finish with no job left: every still-ready tracked input file is made terminal -- `failed` with no
     attempt left, as job results leave a file whose attempts are used up -- and counted failed, so the
     task's phase completes (JEDI updateDatasetsToFinishTask). A later retry gives it fresh attempts.
@@ -219,7 +198,7 @@ def finish_files(datasets: Sequence[DatasetRecord], files: Iterable[FileRecord])
     updates, counts = [], {}
     for file in files:
         if file.dataset_id in by_id and file.keep_track and file.status == FileStatus.READY and not file.exhausted:
-            updates.append(FileUpdate(file.id, {"status": FileStatus.FAILED, "max_attempt": file.attempt_nr}))
+            updates.append(FileChange(file.id, {"status": FileStatus.FAILED, "max_attempt": file.attempt_nr}))
             counts[file.dataset_id] = counts.get(file.dataset_id, 0) + 1
     deltas = []
     for dataset_id, n in sorted(counts.items()):
@@ -228,7 +207,7 @@ def finish_files(datasets: Sequence[DatasetRecord], files: Iterable[FileRecord])
         raise_to = dataset.n_files_used + n - dataset.n_files_to_be_used
         if raise_to > 0:
             change["n_files_to_be_used"] = raise_to
-        deltas.append(DatasetDelta(dataset_id, change))
+        deltas.append(DatasetChange(dataset_id, change))
     return updates, deltas
 
 
@@ -237,8 +216,8 @@ class RetryPlan:
     outcome: str  # "retried" | "unchanged" (back to the old status) | "exhausted" | "refused"
     status: str
     reason: str | None = None
-    files: tuple[FileUpdate, ...] = ()
-    datasets: tuple[DatasetDelta, ...] = ()
+    files: tuple[FileChange, ...] = ()
+    datasets: tuple[DatasetChange, ...] = ()
     task_values: Mapping[str, Any] = field(default_factory=dict)
     retry_children: bool = True
 
@@ -278,8 +257,8 @@ def plan_retry(
         by_dataset.setdefault(file.dataset_id, []).append(file)
     inputs = [d for d in datasets if d.type in DATASET_INPUT_TYPES]
     changed_masters: set[int] = set()
-    file_updates: list[FileUpdate] = []
-    dataset_deltas: list[DatasetDelta] = []
+    file_updates: list[FileChange] = []
+    dataset_deltas: list[DatasetChange] = []
     for dataset in sorted(inputs, key=lambda d: (d.master_id is not None, d.id)):
         if dataset.master_id is not None and dataset.master_id not in changed_masters:
             continue
@@ -296,7 +275,7 @@ def plan_retry(
             if kind:
                 tally[kind] += 1
             if values:
-                file_updates.append(FileUpdate(file.id, values))
+                file_updates.append(FileChange(file.id, values))
         retried, reset, recovered = tally["retried"], tally["reset"], tally["recovered"]
         if retried or reset or recovered:
             if dataset.master_id is None:
@@ -308,16 +287,16 @@ def plan_retry(
             if recovered:
                 deltas.update(n_files=recovered, n_files_to_be_used=recovered,
                               n_files_missing=-min(recovered, dataset.n_files_missing))
-            dataset_deltas.append(DatasetDelta(dataset.id, {k: v for k, v in deltas.items() if v},
+            dataset_deltas.append(DatasetChange(dataset.id, {k: v for k, v in deltas.items() if v},
                                                DatasetStatus.TOUPDATE if incexec else DatasetStatus.READY))
         elif incexec:
-            dataset_deltas.append(DatasetDelta(dataset.id, {}, DatasetStatus.TOUPDATE))
+            dataset_deltas.append(DatasetChange(dataset.id, {}, DatasetStatus.TOUPDATE))
 
     if not incexec and not changed_masters and previous != TaskStatus.EXHAUSTED:
         return RetryPlan("unchanged", previous, "no new or unprocessed files to retry")
     for dataset in datasets:
         if dataset.type in (DatasetType.OUTPUT, DatasetType.LOG):
-            dataset_deltas.append(DatasetDelta(dataset.id, {}, DatasetStatus.DONE))
+            dataset_deltas.append(DatasetChange(dataset.id, {}, DatasetStatus.DONE))
     task_values: dict[str, Any] = {"attempt_nr": task_attempt_nr + 1, "started_at": None, "frozen_at": None, "old_status": None}
     if "keep" not in qualifiers and task_priority is not None:
         task_values["current_priority"] = task_priority  # a retried task starts again from its assigned priority

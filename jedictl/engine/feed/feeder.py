@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from sqlalchemy import exists, func, insert, or_, select
 
+from jedictl.clock import PassClock
 from jedictl.config import Settings
 from jedictl.engine.agent import PassReport, leased_pass
 from jedictl.engine.catalogs.data import CatalogFile, DataCatalog
@@ -33,7 +34,7 @@ from jedictl.engine.feed.records import (
     seq_records,
     task_outcome,
 )
-from jedictl.engine.task.options import options_from_dict
+from jedictl.engine.task.options import options_from_dict, skip_task_ids
 from jedictl.engine.task.definition import DatasetAttributes
 from jedictl.errors import LeaseLost
 from jedictl.model import DatasetStatus, DatasetType, TaskStatus
@@ -63,9 +64,10 @@ def feed_pass(store: Any, settings: Settings, owner: str, now: datetime, limit: 
         (tasks.c.status == TaskStatus.PENDING.value) & (tasks.c.old_status == TaskStatus.DEFINED.value)
         & or_(tasks.c.wait_until.is_(None), tasks.c.wait_until <= now),
     )
+    pass_clock = PassClock(now)
     return leased_pass(
         store, PassReport("feed"), candidates, [tasks.c.current_priority.desc(), tasks.c.id],
-        lambda task_id: TaskFeeder(store, task_id, settings, owner, now, factory).run(),
+        lambda task_id: TaskFeeder(store, task_id, settings, owner, now, factory, pass_clock).run(),
         owner=owner, now=now, lease_seconds=settings.lease.seconds, limit=limit or settings.feed.limit,
         claim_batch=settings.feed.claim_batch,
     )
@@ -81,27 +83,36 @@ class _Budget:
 class TaskFeeder:
     """Feeds one leased task: every input dataset, then the task-level decision."""
 
-    def __init__(self, store: Any, task_id: int, settings: Settings, owner: str, now: datetime, factory: Callable[[Any], DataCatalog]):
+    def __init__(self, store: Any, task_id: int, settings: Settings, owner: str, now: datetime, factory: Callable[[Any], DataCatalog],
+                 pass_clock: PassClock | None = None):
         self.store, self.task_id, self.settings, self.owner, self.now, self.factory = store, task_id, settings, owner, now, factory
+        self.pass_clock = pass_clock or PassClock(now)
 
     def run(self) -> tuple[str, str | None]:
         with self.store.begin() as conn:
             self.task = task_store.get_task(conn, self.task_id)
             rows = dataset_store.datasets_of(conn, self.task_id)
             self.parent_status = task_store.parent_status(conn, self.task.parent_id) if self.task.parent_id else None
-        self.options = options_from_dict(self.task.options)
+            self.options = options_from_dict(self.task.options)
+            used_by = skip_task_ids(self.options.skip_files_used_by)
+            self.skip = file_store.processed_keys(conn, used_by) if used_by else (frozenset(), frozenset())
         inputs = sorted((d for d in rows if d.type in FEEDABLE), key=lambda d: (d.master_id is not None, d.stream_name == "SEQNUMBER", d.id))
-        scouting = not self.options.skip_scout and self.task.status != TaskStatus.RUNNING.value
+        # Scouting happens once per task: a task sent back to `defined` after its avalanche (incexec, a
+        # growing input) gets its whole input released, not the scouts' few chunks again.
+        scouting = not self.options.skip_scout and not self.task.scouts_done and self.task.status != TaskStatus.RUNNING.value
         chunk = self.options.n_files_per_job or 1
         budget = _Budget(scout_budget(self.settings.feed.n_chunks_for_scout, chunk) if scouting else None)
         feeds: list[DatasetFeed] = []
         for dataset in inputs:
             with self.store.begin() as conn:
-                leases.renew(conn, tasks, self.task_id, self.owner, self.now, self.settings.lease.seconds)
+                # Still ours and still in the status read above (an operator's command may have moved it).
+                leases.renew(conn, tasks, self.task_id, self.owner, self.pass_clock.current(), self.settings.lease.seconds,
+                             where=tasks.c.status == self.task.status)
                 feeds.extend(self._feed_dataset(conn, self.factory(conn), dataset, budget, feeds))
         needs_nucleus = self.task.prod_source_label in NUCLEUS_LABELS and not self.task.nucleus and any(
             d.type in (DatasetType.OUTPUT.value, DatasetType.LOG.value) and not d.destination for d in rows)
-        outcome = task_outcome(feeds, needs_nucleus, bool(self.options.allow_empty_input), self._parent_running())
+        outcome = task_outcome(feeds, needs_nucleus, bool(self.options.allow_empty_input), self._parent_running(),
+                               wait_input=bool(self.options.wait_input or self.options.no_wait_parent))
         with self.store.begin() as conn:
             # Random seeds have no records until jobs draw them (generate); the dataset is ready now.
             for dataset in rows:
@@ -152,6 +163,8 @@ class TaskFeeder:
             max_files=o.n_files if is_master else None, max_events=o.n_events if is_master else None,
             random_order=attributes.random_order, order_by_lb=bool(o.order_by_lb), respect_lb=bool(o.respect_lb),
             skip_short_input=bool(o.skip_short_input), shuffle_seed=self.task_id,
+            events_alignment=is_master and o.order_input_by == "eventsAlignment",
+            skip_lfns=self.skip[0] if is_master else frozenset(), skip_ranges=self.skip[1] if is_master else frozenset(),
         )
 
     def _pseudo(self, dataset: Any, spec: FeedSpec, fed: list[DatasetFeed]) -> list[Record]:
@@ -258,14 +271,14 @@ class TaskFeeder:
             wait_until = now + timedelta(minutes=self.settings.watchdog.wait_for_pending_minutes)
             frozen = (task.frozen_at or now) if outcome.times_out else None
             if task.status == TaskStatus.PENDING.value and task.error_dialog == outcome.reason:
-                moved = conn.execute(tasks.update().where(leases.owned(tasks, self.task_id, self.owner))
+                moved = conn.execute(tasks.update().where(leases.owned(tasks, self.task_id, self.owner), tasks.c.status == task.status)
                                      .values(wait_until=wait_until, modified_at=now, **release)).rowcount == 1
             else:
                 moved = task_store.change_status(conn, self.task_id, TaskStatus.PENDING, expected, outcome.reason, self.owner, now, owner=self.owner,
                                                  old_status=TaskStatus.DEFINED.value, error_dialog=outcome.reason, frozen_at=frozen,
                                                  wait_until=wait_until, **release)
         elif outcome.status == TaskStatus.DEFINED.value:  # waiting for an open input: no history line per scan
-            moved = conn.execute(tasks.update().where(leases.owned(tasks, self.task_id, self.owner))
+            moved = conn.execute(tasks.update().where(leases.owned(tasks, self.task_id, self.owner), tasks.c.status == task.status)
                                  .values(status=TaskStatus.DEFINED.value, error_dialog=outcome.reason, modified_at=now, **release)).rowcount == 1
             if moved and task.status != TaskStatus.DEFINED.value:
                 task_store.record_status(conn, self.task_id, TaskStatus.DEFINED, task.status, outcome.reason, self.owner, now)

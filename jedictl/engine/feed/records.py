@@ -60,6 +60,10 @@ class FeedSpec:
     respect_lb: bool = False
     skip_short_input: bool = False
     shuffle_seed: int = 0
+    events_alignment: bool = False  # orderInputBy=eventsAlignment: files whose events fill whole jobs first
+    #: skipFilesUsedBy: files (and event ranges) other tasks already processed
+    skip_lfns: frozenset[str] = frozenset()
+    skip_ranges: frozenset[tuple[str, int, int]] = frozenset()
 
     @property
     def event_level(self) -> bool:
@@ -68,7 +72,7 @@ class FeedSpec:
     @property
     def needs_whole_list(self) -> bool:
         """Orderings that cannot be streamed: the file list is materialised first."""
-        return self.random_order or self.order_by_lb or bool(self.files)
+        return self.random_order or self.order_by_lb or self.events_alignment or bool(self.files)
 
 
 def select_files(batches: Iterable[list[CatalogFile]], spec: FeedSpec) -> Iterator[CatalogFile]:
@@ -77,6 +81,8 @@ def select_files(batches: Iterable[list[CatalogFile]], spec: FeedSpec) -> Iterat
     exclude = [re.compile(p) for p in spec.exclude]
 
     def wanted(file: CatalogFile) -> bool:
+        if file.lfn in spec.skip_lfns:
+            return False
         if include and not any(p.search(file.lfn) for p in include):
             return False
         return not any(p.search(file.lfn) for p in exclude)
@@ -89,6 +95,8 @@ def select_files(batches: Iterable[list[CatalogFile]], spec: FeedSpec) -> Iterat
             files = [by_name[lfn] for lfn in spec.files if lfn in by_name]
         elif spec.order_by_lb:
             files.sort(key=lambda f: (min(f.lumi_blocks) if f.lumi_blocks else -1, f.lfn))
+        elif spec.events_alignment:
+            files.sort(key=lambda f: events_alignment_key(f, spec))
         if spec.random_order:
             random.Random(spec.shuffle_seed).shuffle(files)
         stream = files
@@ -98,6 +106,15 @@ def select_files(batches: Iterable[list[CatalogFile]], spec: FeedSpec) -> Iterat
             skipped += 1
             continue
         yield file
+
+
+def events_alignment_key(file: CatalogFile, spec: FeedSpec) -> tuple[int, int, str]:
+    """JEDI's eventsAlignment order (insertFilesForDataset_JEDI): files whose event count is a multiple of
+    nEventsPerJob first, then by descending events, then by name -- so whole jobs come before short ones."""
+    events = file.n_events if file.n_events is not None else (spec.n_events_per_file or 0)
+    per_job = spec.n_events_per_job or 0
+    aligned = bool(per_job) and events > 0 and events % per_job == 0
+    return (0 if aligned else 1, -events, file.lfn)
 
 
 def expand(files: Iterable[CatalogFile], spec: FeedSpec, next_first_event: int) -> Iterator[Record]:
@@ -124,6 +141,8 @@ def expand(files: Iterable[CatalogFile], spec: FeedSpec, next_first_event: int) 
             if not ranges:
                 continue
             for start, end in ranges:
+                if (file.lfn, start, end) in spec.skip_ranges:
+                    continue  # skipFilesUsedBy: another task processed this range
                 # As in JEDI, n_events stays the whole file's count; the range is start..end.
                 yield Record(file.lfn, file.guid, file.scope, file.size, file.checksum, events, start, end, first_event, lumi)
                 first_event += end - start + 1
@@ -220,13 +239,23 @@ class TaskOutcome:
     times_out: bool = True  # pending that the watchdog may time out (frozen); a wait for a parent does not
 
 
-def task_outcome(feeds: list[DatasetFeed], needs_nucleus: bool, allow_empty_input: bool, parent_running: bool) -> TaskOutcome:
-    """jedi-inventory §4.3: where the task goes once its datasets are fed."""
+def task_outcome(feeds: list[DatasetFeed], needs_nucleus: bool, allow_empty_input: bool, parent_running: bool,
+                 wait_input: bool = False) -> TaskOutcome:
+    """jedi-inventory §4.3: where the task goes once its datasets are fed.
+
+    An input the catalog does not know is JEDI's UnknownDatasetError (§3.2 step 6, seed 000 "Broken
+    tasks"): the task waits only for a running parent or when the user asked to (`waitInput`/`noWaitParent`);
+    with `allowEmptyInput` it finishes; otherwise it is broken -- waiting would only exhaust it after 7 days.
+    """
     for feed in feeds:
         if feed.missing:
             if parent_running:
                 return TaskOutcome("pending", f"waiting for input dataset {feed.name} from the running parent task", times_out=False)
-            return TaskOutcome("pending", f"input dataset {feed.name} is not in the data catalog")
+            if wait_input:
+                return TaskOutcome("pending", f"input dataset {feed.name} is not in the data catalog (waiting for it: waitInput)")
+            if allow_empty_input:
+                return TaskOutcome("finishing", f"input dataset {feed.name} is not in the data catalog (allowEmptyInput)")
+            return TaskOutcome("broken", f"input dataset {feed.name} is unknown to the data catalog")
     masters = [f for f in feeds if f.is_master]
     for feed in masters:
         if feed.state == "open" and not feed.mutable:

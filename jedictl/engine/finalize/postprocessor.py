@@ -43,6 +43,11 @@ from jedictl.engine.finalize.scout_facts import scout_counts, scout_job, scout_r
 from jedictl.engine.finalize.scouts import early_avalanche_due, evaluate, measure
 from jedictl.errors import LeaseLost
 from jedictl.model import TASK_FINAL, TASK_PARENT_CORRUPTED, DatasetType, TaskStatus
+from jedictl.store import completion
+from jedictl.store import datasets as dataset_store
+from jedictl.store import leases
+from jedictl.store import tasks as task_store
+from jedictl.store.schema import tasks
 
 S = TaskStatus
 #: Statuses whose next step is the final status.
@@ -55,9 +60,6 @@ BY = "jedictl finalize"
 
 def finalize_pass(store: Any, settings: Settings, owner: str, now: datetime, limit: int | None = None) -> PassReport:
     """One pass of the post processor over the store."""
-    from jedictl.store import completion
-    from jedictl.store.schema import tasks
-
     report = PassReport("finalize")
     candidates = completion.candidates(now, settings.scouts.min_success_fraction, settings.scouts.assessment_interval_minutes)
     return leased_pass(
@@ -119,8 +121,6 @@ class TaskFinalizer:
     def _scouts(self, task: Any, options: TaskOptions, datasets: list[DatasetRecord], *, forced: bool) -> bool:
         """Evaluate the scouts: when every released file is terminal, early when enough scouts
         finished, or forced (the avalanche command left the task `scouted`)."""
-        from jedictl.store import completion
-
         early = ""
         if not forced and not phase_complete(datasets):
             with self.store.read() as conn:
@@ -149,7 +149,8 @@ class TaskFinalizer:
                 if task.status == S.SCOUTING:
                     self._move(conn, S.SCOUTING, S.SCOUTED, why, assessed_at=self.now, **values)
                     values = {}
-                self._move(conn, S.SCOUTED, S.RUNNING, f"avalanche: {released} more input files released", assessed_at=self.now, **values)
+                self._move(conn, S.SCOUTED, S.RUNNING, f"avalanche: {released} more input files released", assessed_at=self.now,
+                           scouts_done=True, **values)
                 self.notes.append(why)
             else:
                 extra = {"old_status": S.SCOUTING.value} if assessment.outcome == S.EXHAUSTED else {}
@@ -164,8 +165,6 @@ class TaskFinalizer:
     def _scout_data(self, task: Any, options: TaskOptions) -> None:
         """A running task without scout statistics (it skipped scouts, or the retry module asked for
         a new measurement) gets them from its finished jobs -- no verdict, no exhausted checks."""
-        from jedictl.store import completion
-
         with self.store.read() as conn:
             rows = completion.finished_jobs(conn, task.id, scouts_only=False, limit=self.settings.finalize.max_scout_jobs)
         if not rows:
@@ -176,8 +175,6 @@ class TaskFinalizer:
         self.notes.append(f"resource model measured on {len(rows)} finished jobs")
 
     def _prepare(self, task: Any, datasets: list[DatasetRecord]) -> bool:
-        from jedictl.store import completion
-
         decision = prepare(datasets)
         if decision.action == "wait":
             return False
@@ -192,8 +189,6 @@ class TaskFinalizer:
         return True
 
     def _final(self, task: Any, options: TaskOptions, datasets: list[DatasetRecord], parent_status: str | None) -> bool:
-        from jedictl.store import completion
-
         if task.status == TOABORT:
             with self.store.read() as conn:
                 live = completion.live_jobs(conn, task.id)
@@ -231,8 +226,6 @@ class TaskFinalizer:
 
     def _kick_children(self, conn: Any, task_id: int, status: str) -> None:
         """The direct children of a task that ended well look again now (those waiting on it)."""
-        from jedictl.store import completion
-
         tree = [ChildTask(row.id, row.parent_id, row.status) for row in completion.descendants(conn, task_id, depth=1)]
         for action in child_actions(task_id, status, tree):
             if action.action == "kick":
@@ -244,7 +237,6 @@ class TaskFinalizer:
         JEDI sends it (the child's queued jobs end, a child without live jobs is aborted at once)."""
         from jedictl.engine.commando.commands import Request, run_command
         from jedictl.errors import JedictlError
-        from jedictl.store import completion
 
         with self.store.read() as conn:
             tree = [ChildTask(row.id, row.parent_id, row.status) for row in completion.descendants(conn, task_id)]
@@ -261,9 +253,6 @@ class TaskFinalizer:
     # ----------------------------------------------------------------------------------- helpers
 
     def _load(self) -> tuple[Any, list[DatasetRecord], str | None]:
-        from jedictl.store import datasets as dataset_store
-        from jedictl.store import tasks as task_store
-
         with self.store.read() as conn:
             task = task_store.get_task(conn, self.task_id)
             self._rows = dataset_store.datasets_of(conn, self.task_id)
@@ -273,26 +262,18 @@ class TaskFinalizer:
         return task, [from_row(DatasetRecord, row) for row in self._rows], parent
 
     def _move(self, conn: Any, current: str, new: str, reason: str | None, **values: Any) -> None:
-        from jedictl.store import tasks as task_store
-
         if not task_store.change_status(conn, self.task_id, new, [current], reason, self.owner, self.now, owner=self.owner, **values):
             raise LeaseLost(f"task {self.task_id} changed while being finalized")
         self.path.append(str(new))
 
     def _write(self, conn: Any, status: str, **values: Any) -> None:
         """Task columns without a status change, under our lease and the status seen."""
-        from jedictl.store import leases
-        from jedictl.store.schema import tasks
-
         result = conn.execute(tasks.update().where(leases.owned(tasks, self.task_id, self.owner), tasks.c.status == str(status))
                               .values(**values, modified_at=self.now))
         if result.rowcount != 1:
             raise LeaseLost(f"task {self.task_id} changed while being finalized")
 
     def _release(self, conn: Any) -> None:
-        from jedictl.store import leases
-        from jedictl.store.schema import tasks
-
         leases.release(conn, tasks, self.task_id, self.owner)
         self.released = True
 

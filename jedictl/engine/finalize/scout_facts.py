@@ -40,6 +40,7 @@ def scout_request(task: Any, options: TaskOptions) -> ScoutRequest:
         work_disk_count=task.work_disk_count, min_cpu_efficiency=options.min_cpu_efficiency,
         scout_success_rate=options.scout_success_rate, uses_scouts=not options.skip_scout,
         n_files_per_job=options.n_files_per_job, n_gb_per_job=options.n_gb_per_job, n_max_files_per_job=options.n_max_files_per_job,
+        n_events_per_job=options.n_events_per_job, tgt_max_output_for_ng=options.tgt_max_output_for_ng,
     )
 
 

@@ -80,6 +80,8 @@ class ScoutRequest:
     n_files_per_job: int | None = None
     n_gb_per_job: float | None = None
     n_max_files_per_job: int | None = None
+    n_events_per_job: int | None = None
+    tgt_max_output_for_ng: int | None = None  # GB: nGBPerJob is reset so the largest output gets this big
 
 
 @dataclass(frozen=True)
@@ -310,8 +312,26 @@ def evaluate(
             verdict = TaskStatus.EXHAUSTED
     if forced and verdict == TaskStatus.TOBROKEN:
         verdict, reason = TaskStatus.SCOUTED, "avalanche forced by command"
+    target_ng = target_n_gb_per_job(jobs, request)
+    if verdict == TaskStatus.SCOUTED and target_ng is not None and "n_gb_per_job" not in changes:
+        changes["n_gb_per_job"] = target_ng
     return ScoutAssessment(verdict, reason, stats, expected, by_events, new_jobs, rate,
                            facts["median_efficiency"], changes)
+
+
+def target_n_gb_per_job(jobs: Sequence[ScoutJob], request: ScoutRequest) -> float | None:
+    """tgtMaxOutputForNG (split rule TN, seed 000): after the scouts nGBPerJob is reset so that the scout
+    with the largest output, scaled up, writes the target size. nGBPerJob bounds a job's input + output,
+    which scale together: NG = target x (input + output) / output of that job. Not for tasks that split
+    by files or events (nGBPerJob cannot be combined with them)."""
+    if not request.tgt_max_output_for_ng or request.n_files_per_job or request.n_events_per_job:
+        return None
+    sized = [job for job in jobs if job.output_bytes and job.input_bytes and not job.pseudo_input]
+    if not sized:
+        return None
+    largest = max(sized, key=lambda job: job.output_bytes or 0)
+    output = largest.output_bytes or 0
+    return round(request.tgt_max_output_for_ng * (largest.input_bytes + output) / output, 3)
 
 
 def _exhausted_reason(jobs: Sequence[ScoutJob], request: ScoutRequest, stats: ScoutStatistics, facts: Mapping[str, Any],

@@ -19,11 +19,13 @@ from typing import Any, Callable
 
 from sqlalchemy import exists, or_, select
 
+from jedictl.clock import PassClock
 from jedictl.config import Settings
 from jedictl.engine.agent import PassReport
 from jedictl.engine.brokerage.loading import chunk_of, load_catalog, load_site_loads, load_throttle_input
 from jedictl.engine.catalogs.data import DataCatalog
 from jedictl.engine.brokerage.job_brokerage import broker_job_sites, pick_site, start_picking
+from jedictl.engine.brokerage import site_slots
 from jedictl.engine.brokerage.model import SiteLoad
 from jedictl.engine.generate.job_builder import JobBuilder, TaskContext
 from jedictl.engine.generate.merge_jobs import MergeConflict, make_merge_jobs
@@ -54,12 +56,14 @@ def generate_pass(store: Any, settings: Settings, owner: str, now: datetime, lim
     rng = random.Random(seed)
     factory = catalog_factory or StoreDataCatalog
     report = PassReport("generate")
+    pass_clock = PassClock(now)
     with store.read() as conn:
         catalog = load_catalog(conn)
         loads = load_site_loads(conn)
         candidates = _candidates(conn, now)
         share_order = load_generation_order(conn, settings)  # most under-served queues first (engine.shares.usage)
         share_ranks = task_ranks(conn, share_order, [c.task_id for c, _ in candidates])
+    start_loads = dict(loads)  # the site caps' "count at cycle start" (WMCore bounds the overflow with it)
     budgets: dict[tuple[str | None, str | None], Any] = {}  # queue -> [decision, jobs left]
     order = order_tasks([dataclasses.replace(c, share_rank=share_ranks[c.task_id]) for c, _ in candidates], rng,
                         settings.generate.express_priority, settings.generate.express_ratio)
@@ -92,11 +96,15 @@ def generate_pass(store: Any, settings: Settings, owner: str, now: datetime, lim
                 continue
             merge_only = True
         with store.begin() as conn:
-            if not leases.claim_one(conn, tasks, task_id, owner, now, settings.lease.seconds):
-                continue  # another generator has it
+            # Guarded by the candidate condition too: the list was read at the start of the pass, and
+            # another process may since have handled the task, moved it on (pending, finished ...) and
+            # released it -- free, but no longer ours to generate for.
+            if not leases.claim_one(conn, tasks, task_id, owner, now, settings.lease.seconds, where=_generating(now)):
+                continue  # another generator has it, or it moved on
         visited += 1
         try:
-            generator = TaskGenerator(store, task_id, settings, owner, now, rng, catalog, loads, factory)
+            generator = TaskGenerator(store, task_id, settings, owner, now, rng, catalog, loads, factory, pass_clock=pass_clock,
+                                      start_loads=start_loads)
             made, outcome, reason = generator.run(None if budget is None or merge_only else budget[1], merge_only=merge_only)
             if budget is not None and budget[1] is not None and not merge_only:
                 budget[1] -= made
@@ -106,6 +114,8 @@ def generate_pass(store: Any, settings: Settings, owner: str, now: datetime, lim
                     outcome, reason = "throttled", f"{queue[0]}/{queue[1]}: {budget[0].message} (no merge job ready)"
             report.add(outcome, task_id=task_id, jobs=made, reason=reason)
         except LeaseLost as exc:
+            with store.begin() as conn:  # the task moved under our lease (a command): let go of it if it is still ours
+                leases.release(conn, tasks, task_id, owner)
             report.add("skipped", task_id=task_id, jobs=0, reason=str(exc))
         except Exception as exc:  # noqa: BLE001 - one task's failure must not stop the pass
             with store.begin() as conn:  # the chunk's transaction rolled back: nothing is left claimed
@@ -113,6 +123,11 @@ def generate_pass(store: Any, settings: Settings, owner: str, now: datetime, lim
             report.add("error", task_id=task_id, jobs=0, reason=f"{type(exc).__name__}: {exc}")
     report.counts["jobs"] = sum(item.get("jobs", 0) for item in report.items)
     return report
+
+
+def _generating(now: datetime) -> Any:
+    """What makes a task the generator's to work on (besides input left): its status and no wait."""
+    return tasks.c.status.in_(GENERATOR_STATUSES) & or_(tasks.c.wait_until.is_(None), tasks.c.wait_until <= now)
 
 
 def _candidates(conn: Any, now: datetime) -> list[tuple[Candidate, tuple[str | None, str | None, str, int]]]:
@@ -126,8 +141,7 @@ def _candidates(conn: Any, now: datetime) -> list[tuple[Candidate, tuple[str | N
         datasets.c.n_files_to_be_used > datasets.c.n_files_used)).label("merge_left")
     rows = conn.execute(select(tasks.c.id, tasks.c.user_name, tasks.c.current_priority, tasks.c.status, tasks.c.gshare,
                                tasks.c.resource_type, tasks.c.prod_source_label, merge_left)
-                        .where(tasks.c.status.in_(GENERATOR_STATUSES), or_(work_left, merge_left), leases.is_free(tasks, now),
-                               or_(tasks.c.wait_until.is_(None), tasks.c.wait_until <= now)))
+                        .where(_generating(now), or_(work_left, merge_left), leases.is_free(tasks, now)))
     return [(Candidate(r.id, r.user_name, r.current_priority, scouting=r.status == TaskStatus.SCOUTING.value, merge=bool(r.merge_left)),
              (r.gshare, r.resource_type, r.prod_source_label, r.current_priority)) for r in rows]
 
@@ -136,9 +150,12 @@ class TaskGenerator:
     """Makes the jobs of one leased task, chunk by chunk."""
 
     def __init__(self, store: Any, task_id: int, settings: Settings, owner: str, now: datetime, rng: random.Random,
-                 catalog: Any, loads: dict[str, SiteLoad], factory: Callable[[Any], DataCatalog]):
+                 catalog: Any, loads: dict[str, SiteLoad], factory: Callable[[Any], DataCatalog], pass_clock: PassClock | None = None,
+                 start_loads: dict[str, SiteLoad] | None = None):
         self.store, self.task_id, self.settings, self.owner, self.now, self.rng = store, task_id, settings, owner, now, rng
+        self.pass_clock = pass_clock or PassClock(now)
         self.catalog, self.loads, self.factory = catalog, loads, factory
+        self.start_loads = start_loads if start_loads is not None else dict(loads)
         self.sites = {site.name: site for site in catalog.sites}
 
     def run(self, max_jobs: int | None, merge_only: bool = False) -> tuple[int, str, str | None]:
@@ -153,7 +170,7 @@ class TaskGenerator:
         try:
             while files_left > 0 and (max_jobs is None or made < max_jobs):
                 with self.store.begin() as conn:
-                    leases.renew(conn, tasks, self.task_id, self.owner, self.now, self.settings.lease.seconds)
+                    self._renew(conn)
                     count, taken = self._chunk(conn, min(files_left, self.settings.generate.batch_size), None if max_jobs is None else max_jobs - made)
                 if taken == 0:
                     break
@@ -173,7 +190,7 @@ class TaskGenerator:
         writes nothing, is reported, and the task's normal jobs still go ahead."""
         try:
             with self.store.begin() as conn:
-                leases.renew(conn, tasks, self.task_id, self.owner, self.now, self.settings.lease.seconds)
+                self._renew(conn)
                 ctx = TaskContext.load(conn, self.task_id, self.settings)
                 made, _ = make_merge_jobs(conn, ctx, self.settings, self.sites, self.now, max_jobs)
         except (MergeConflict, TemplateError) as exc:
@@ -199,22 +216,31 @@ class TaskGenerator:
         master_files = tuple(_input_file(row) for row in claimed)
         secondaries = tuple(self._secondary(conn, dataset, len(master_files)) for dataset in ctx.secondaries)
         chunk = InputChunk(master=master_files, secondaries=tuple(s for s, _, _ in secondaries))
-        brokerage = broker_job_sites(ctx.requirements, chunk_of(_brokerage_records(claimed, ctx), self.factory(conn), is_scout=ctx.scout),
-                                     self.catalog, self.loads, self.settings.brokerage)
+        brokerage = broker_job_sites(ctx.requirements, chunk_of(_brokerage_records(claimed, ctx), self.factory(conn), is_scout=ctx.scout,
+                                              files_per_job=ctx.live_options.n_files_per_job,
+                                              events_per_job=ctx.live_options.n_events_per_job),
+                                     self.catalog, self.loads, self.settings.brokerage, throttle=self.settings.throttle,
+                                     start_loads=self.start_loads)
         if not brokerage.ok:
             raise NoSite(brokerage.summary())
-        plan, excluded = self._split(chunk, brokerage.candidates, max_jobs)
+        builder = JobBuilder(ctx, self.settings, self.now)
+        by_id = {row.id: row for row in claimed}
+        plan, excluded, refused, full = self._split(chunk, brokerage.candidates, max_jobs,
+                                                    lambda site, sub: builder.refusal(site, sub, by_id))
         if not plan:
+            if full:
+                # The sites' own caps filled up during this pass: say which cap stopped each.
+                raise NoSite("candidates became full (" + "; ".join(f"{site}: {why}" for site, why in sorted(full.items())) + ")")
             if len(excluded) < len(brokerage.candidates):
                 # Every candidate filled up during this pass (queued cap): JEDI's "candidates became full".
                 raise NoSite(f"candidates became full ({len(brokerage.candidates)} sites at their queued cap)")
-            raise NoSite("the input fits no candidate site's limits")
-        builder = JobBuilder(ctx, self.settings, self.now)
+            why = "; ".join(f"{site}: {reason}" for site, reason in sorted(refused.items()))
+            raise NoSite("the input fits no candidate site's limits" + (f" ({why})" if why else ""))
         secondary_rows = {row.id: row for _, rows, _ in secondaries for row in rows}
         claimed_secondaries = {row.id for _, rows, was_claimed in secondaries if was_claimed for row in rows}
         written = builder.write(conn, plan, {row.id: row for row in claimed}, secondary_rows, claimed_secondaries)
         for site, count in written.per_site.items():
-            self._count(site, count)
+            self._count(site, count, self._job_priority())
         job_store.return_unused(conn, ({row.id for row in claimed} | claimed_secondaries) - written.used)
         used_masters = sum(len(sub.master) for _, sub in plan)
         return len(plan), max(used_masters, 1)
@@ -232,38 +258,76 @@ class TaskGenerator:
         records = tuple(_input_file(row) for row in rows)
         return SecondaryInput.from_attributes(dataset.id, records, attributes), rows, not shared
 
-    def _split(self, chunk: InputChunk, candidates: Any, max_jobs: int | None) -> tuple[list[tuple[Any, Any]], list[str]]:
+    def _split(self, chunk: InputChunk, candidates: Any, max_jobs: int | None, refuse: Callable[[Any, Any], str | None]
+               ) -> tuple[list[tuple[Any, Any]], list[str], dict[str, str], dict[str, str]]:
         """Sub-chunks site by site: a weighted draw, then up to 25 (scouts: 2) jobs there, and again.
-        Returns the plan and the sites excluded because the input does not fit their limits."""
+        Returns the plan, the sites excluded because the input does not fit their limits, why a site
+        refused a job (`refuse(site, sub_chunk)`: a job is never written with needs its site refuses;
+        the next job goes to another site, or waits), and the sites whose caps filled up (the cap)."""
         ctx = self.context
         defaults = SplitDefaults.from_settings(self.settings)
         per_site = sub_chunks_per_site(ctx.scout, defaults)
         state = start_picking(candidates)
-        cursor, plan, excluded = START, [], []
+        cursor, plan, excluded, refused, full = START, [], [], {}, {}
+        taken: dict[str, int] = {}  # jobs of this chunk per site: they count against the site's caps
         while cursor.master < len(chunk.master) and (max_jobs is None or len(plan) < max_jobs):
             site, state = pick_site(candidates, state, self.rng, n_sub_chunks=per_site, excluded=excluded)
             if site is None:
                 break
-            limits = job_limits(ctx.live_options, site_limits(self.sites[site.site]), scout=ctx.scout, defaults=defaults)
+            target = self.sites[site.site]
+            limits = job_limits(ctx.live_options, site_limits(target), scout=ctx.scout, defaults=defaults)
             room = per_site if max_jobs is None else min(per_site, max_jobs - len(plan))
-            result = split_at_site(chunk, limits, cursor, max_sub_chunks=room)
-            if not result.sub_chunks:
+            if site.n_free is not None:
+                room = min(room, site.n_free - taken.get(site.site, 0))
+                if room <= 0:
+                    excluded.append(site.site)
+                    full[site.site] = self._cap_reason(target, taken.get(site.site, 0))
+                    continue
+            result = split_at_site(chunk, limits, cursor, max_sub_chunks=room, refuse=lambda sub: refuse(target, sub))
+            if result.refused is not None:
                 excluded.append(site.site)
+                refused[site.site] = result.refused
+            if not result.sub_chunks:
+                if result.refused is None:
+                    excluded.append(site.site)
                 if result.short_dropped:
                     break
                 continue
-            plan.extend((self.sites[site.site], sub) for sub in result.sub_chunks)
+            plan.extend((target, sub) for sub in result.sub_chunks)
+            taken[site.site] = taken.get(site.site, 0) + len(result.sub_chunks)
             cursor = result.cursor
             if result.short_dropped:
                 break
-        return plan, excluded
+        return plan, excluded, refused, full
 
-    def _count(self, site: str, n_jobs: int) -> None:
-        """Jobs made in this pass count as activated at their site for the next brokerage."""
+    def _job_priority(self) -> int:
+        """The priority the generator gives this task's jobs (scouts: max(901, task priority + 1))."""
+        priority = self.context.requirements.priority
+        return max(self.settings.brokerage.scout_priority_floor, priority + 1) if self.context.scout else priority
+
+    def _cap_reason(self, site: Any, taken: int) -> str:
+        """The cap that stops `site` once `taken` more jobs of this chunk are counted (for the reason)."""
+        label, priority = self.context.requirements.prod_source_label, self._job_priority()
+        now = self.loads.get(site.name, SiteLoad()).slots.with_pending(label, taken, priority)
+        decision = site_slots.slot_decision(site, label, priority, merge=False, settings=self.settings.throttle, now=now,
+                                            at_start=self.start_loads.get(site.name, SiteLoad()).slots)
+        return site_slots.cap_message(decision) if not decision.allowed else f"site caps: {taken} jobs filled its free slots"
+
+    def _count(self, site: str, n_jobs: int, priority: int) -> None:
+        """Jobs made in this pass count as activated at their site for the next brokerage, and as
+        pending jobs of the task's type against the site's caps."""
         load = self.loads.get(site, SiteLoad())
-        self.loads[site] = dataclasses.replace(load, counts=dataclasses.replace(load.counts, activated=load.counts.activated + n_jobs))
+        slots = load.slots.with_pending(self.context.requirements.prod_source_label, n_jobs, priority)
+        self.loads[site] = dataclasses.replace(load, counts=dataclasses.replace(load.counts, activated=load.counts.activated + n_jobs),
+                                               slots=slots)
 
     # --------------------------------------------------------------------------- the task
+
+    def _renew(self, conn: Any) -> None:
+        """Before each chunk: still ours and still a generator's task (a command may have moved it),
+        the lease extended from the current moment of the pass."""
+        leases.renew(conn, tasks, self.task_id, self.owner, self.pass_clock.current(), self.settings.lease.seconds,
+                     where=tasks.c.status.in_(GENERATOR_STATUSES))
 
     def _finish(self, made: int, reason: str | None) -> tuple[int, str, str | None]:
         ctx = self.context
@@ -271,8 +335,11 @@ class TaskGenerator:
             release = {"lease_owner": None, "lease_expires_at": None}
             if made:
                 new = TaskStatus.SCOUTING if ctx.scout else TaskStatus.RUNNING
-                task_store.change_status(conn, self.task_id, new, GENERATOR_STATUSES, f"{made} jobs generated" if new.value != ctx.status else None,
-                                         self.owner, self.now, owner=self.owner, error_dialog=reason, frozen_at=None, **release)
+                if not task_store.change_status(conn, self.task_id, new, GENERATOR_STATUSES,
+                                                f"{made} jobs generated" if new.value != ctx.status else None,
+                                                self.owner, self.now, owner=self.owner, error_dialog=reason, frozen_at=None, **release):
+                    # Not ours any more, or moved on: the caller releases the lease if we still hold it.
+                    raise LeaseLost(f"task {self.task_id} changed while generating ({made} jobs made)")
             else:
                 leases.release(conn, tasks, self.task_id, self.owner)
         return made, ("generated" if made else "nothing"), reason

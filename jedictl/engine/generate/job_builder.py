@@ -24,9 +24,11 @@ from jedictl.engine.jobs.resources import (
     TaskResources,
     allocate_output_names,
     assign_random_seeds,
+    job_max_disk_count,
     job_serial_nr,
     plan_job_resources,
     retry_relations,
+    site_refusal,
 )
 from jedictl.engine.task.options import TaskOptions, options_from_dict
 from jedictl.engine.shares.resource_types import ResourceTypeDef, load_resource_types, match_resource_type
@@ -83,7 +85,7 @@ class TaskContext:
                 "out_disk_count", "out_disk_unit", "work_disk_count", "work_disk_unit")},
                 merge_ram_count=options.merge_ram_count, merge_core_count=options.merge_core_count,
                 disable_auto_retry=bool(options.disable_auto_retry)),
-            scout=not options.skip_scout and task.status in (TaskStatus.READY.value, TaskStatus.SCOUTING.value),
+            scout=not options.skip_scout and not task.scouts_done and task.status in (TaskStatus.READY.value, TaskStatus.SCOUTING.value),
             merge=merge,
             masters=tuple(d for d in rows if d.type in INPUT_TYPES and d.master_id is None),
             secondaries=tuple(d for d in rows if d.type in INPUT_TYPES and d.master_id is not None),
@@ -177,7 +179,7 @@ class JobBuilder:
                 record_id = next(record_ids)
                 output_rows.append((record_id, task.id, output.dataset_id, output.lfn, output.out_type, "defined", 0, 0, True, job_id, None, now))
                 file_rows.append((job_id, task.id, output.dataset_id, record_id, output.lfn, output.out_type, 0, "defined", None, None, None,
-                                  None, ctx.destinations.get(output.dataset_id)))
+                                  None, _destination(ctx, output.dataset_id, site)))
             if previous:
                 retries.extend(dataclasses.asdict(r) | {"task_id": task.id, "created_at": now} for r in retry_relations(job_id, previous))
             per_site[site.name] += 1
@@ -187,6 +189,21 @@ class JobBuilder:
         job_store.add_used(conn, {dataset_id: len(ids) for dataset_id, ids in used.items()}, now)
         job_store.advance_serials(conn, names.next_serial_nr)
         return Written(dict(per_site), frozenset().union(*used.values()))
+
+    def refusal(self, site: Any, sub: Any, claimed: dict[int, Any]) -> str | None:
+        """Why `site` refuses the job `sub` would become (None: it takes it): the same resources `write`
+        gives the job, compared with the site's limits. The first group of nFilesPerJob files is taken
+        whatever it needs, so only this look says whether the job can run there at all."""
+        masters = [claimed[record.file_id] for record in sub.master]
+        files = self._chunk_files(sub, masters)
+        site_resources = self._site(site)
+        direct_io = bool(site.direct_io)
+        resources = plan_job_resources(self.ctx.resources, site_resources, files, self.settings, is_scout=self.ctx.scout,
+                                       direct_io=direct_io)
+        # The written disk count is capped at the site's scratch; the need itself is not.
+        disk_mb = job_max_disk_count(self.ctx.resources, dataclasses.replace(site_resources, max_scratch_mb=None), files,
+                                     direct_io=direct_io)
+        return site_refusal(resources, disk_mb, site.max_walltime, site.max_memory, site.max_scratch_mb)
 
     def _seeds(self, conn: Any, n: int) -> tuple[Any, ...]:
         ctx = self.ctx
@@ -214,3 +231,11 @@ class JobBuilder:
             per_core = (ram or 0) / max(cores, 1)
             self._rtype_cache[key] = match_resource_type(self.ctx.rtypes, cores, per_core) or self.ctx.task.resource_type
         return self._rtype_cache[key]
+
+
+def _destination(ctx: Any, dataset_id: int, site: Any) -> str | None:
+    """Where a job writes an output: its dataset's destination, or -- with stayOutputOnSite (SO) -- the
+    execution site's first write endpoint, the one its files are registered at (job_outcomes.write_endpoints)."""
+    if ctx.options.stay_output_on_site and site.write_endpoints:
+        return sorted(site.write_endpoints)[0]
+    return ctx.destinations.get(dataset_id)

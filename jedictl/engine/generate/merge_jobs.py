@@ -32,6 +32,7 @@ from jedictl.model import DatasetType, JobStatus
 from jedictl.store import datasets as dataset_store
 from jedictl.store import jobs as job_store
 from jedictl.store import merges as merge_store
+from jedictl.store import tasks as task_store
 from jedictl.store.schema import files, jobs
 
 MERGE_PROCESSING_TYPE = "pmerge"
@@ -81,8 +82,6 @@ class MergeContext:
 
 def _merge_transformation(conn: Any, ctx: TaskContext) -> str | None:
     """mergeSpec.transPath (or the spec's merge.transformation), else the task's own."""
-    from jedictl.store import tasks as task_store
-
     params = task_store.get_params(conn, ctx.task.id)
     document = params.document if params is not None else {}
     spec = document.get("mergeSpec") or document.get("merge") or {}

@@ -84,6 +84,16 @@ def check_request(request: DispatchRequest, max_count: int) -> None:
         raise BadInput("an executor name is required", "--executor")
 
 
+def running_room(max_running: int | None, job_caps: Mapping[str, Any] | None,
+                 running: Mapping[str, int]) -> tuple[int | None, dict[str, int]]:
+    """How many more jobs a site's running caps let start: in total (None: no cap) and per job type
+    with a cap (`job_caps.<label>.max_running`), from the jobs holding a running slot now."""
+    total = None if max_running is None else max(max_running - sum(running.values()), 0)
+    per_label = {label: max(int(caps["max_running"]) - running.get(label, 0), 0)
+                 for label, caps in (job_caps or {}).items() if isinstance(caps, Mapping) and caps.get("max_running") is not None}
+    return total, per_label
+
+
 def share_ranks(root: shares.Share, executing: Mapping[str, float]) -> dict[str, int]:
     """Dispatch position of every leaf share: most under-served first, "Test" always first."""
     return queue_shares.share_order(root, executing)
@@ -108,9 +118,18 @@ def dispatch_jobs(store: Any, settings: Settings, request: DispatchRequest, now:
     with store.begin() as conn:
         if not dispatch_store.site_exists(conn, request.site):
             raise NotFound(f"unknown site {request.site}")
+        count, label_room = request.count, None
+        caps = dispatch_store.lock_site_caps(conn, request.site)
+        if caps is not None and (caps.max_running is not None or caps.job_caps):
+            # The site's running caps (max_running, job_caps): its row is locked until commit, so a
+            # concurrent dispatcher of this site counts the jobs handed out here before it claims.
+            total, label_room = running_room(caps.max_running, caps.job_caps, dispatch_store.running_at(conn, request.site))
+            count = count if total is None else min(count, total)
+            if count <= 0:
+                return []
         ranks = None if sloppy else share_ranks(share_definitions.current_definitions(conn, settings).definitions.share_tree,
                                                 dispatch_store.executing_hs06(conn))
-        job_ids = dispatch_store.claim_jobs(conn, request.site, request.count, request.executor, now, ranks, request.filters)
+        job_ids = dispatch_store.claim_jobs(conn, request.site, count, request.executor, now, ranks, request.filters, label_room)
         if not job_ids:
             return []
         rows = dispatch_store.load_jobs(conn, job_ids)

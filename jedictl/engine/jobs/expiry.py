@@ -18,6 +18,7 @@ from jedictl.engine.agent import PassReport
 from jedictl.engine.jobs.outcomes import Ending, end_jobs_safely
 from jedictl.engine.jobs.timeouts import JobTimes, SiteTimeouts, expired_jobs
 from jedictl.model import JobStatus
+from jedictl.store import jobs as job_store
 
 S = JobStatus
 
@@ -43,8 +44,6 @@ def state_cutoffs(settings: JobTimeoutSettings, now: datetime) -> dict[str, date
 
 def close_expired_jobs(store: Any, settings: Settings, now: datetime, limit: int = 10_000) -> PassReport:
     """Find and close expired jobs; one report item per closed (or skipped) job."""
-    from jedictl.store import jobs as job_store
-
     report = PassReport("expire")
     with store.read() as conn:
         timeouts = settings.job_timeouts

@@ -22,6 +22,8 @@ from jedictl.engine.input import fields
 from jedictl.engine.jobs.resources import SiteResources
 from jedictl.engine.jobs.results import (
     COUNTERS,
+    OUTPUT_JOB_FILE_TYPES,
+    UNMERGED_FILE_TYPES,
     DatasetDelta,
     FileRecord,
     FileUpdate,
@@ -45,6 +47,10 @@ from jedictl.engine.jobs.retry_rules import (
     select_rule,
 )
 from jedictl.model import JOB_FINAL, TASK_FINAL, FileStatus, JobStatus
+# One module, two names: in the functions that take the Store as `store`, the operations are `job_store`.
+from jedictl.store import job_outcomes as job_store
+from jedictl.store import job_outcomes as store
+from jedictl.store import retry_rules as rule_store
 
 #: Error a finished report gets when an output it must have produced is missing (PanDA's adder, EC_Adder).
 ADDER_ERROR = ("ddm", 200)
@@ -95,6 +101,10 @@ class _Batch:
     outputs: list[tuple] = field(default_factory=list)
     file_limits: dict[int, FileRecord] = field(default_factory=dict)
     task_values: dict[int, dict[str, Any]] = field(default_factory=dict)
+    # (dataset name, lfn) of every output already in the catalog or registered by an earlier job of
+    # this batch: a second job reporting one of them fails (never an overwrite, never a silent drop).
+    registered: set[tuple[str, str]] = field(default_factory=set)
+    dataset_names: dict[int, str] = field(default_factory=dict)
 
 
 # ------------------------------------------------------------------------------------ ending jobs
@@ -142,13 +152,12 @@ def batches(endings: Sequence[Ending], size: int) -> Iterator[list[Ending]]:
 def end_jobs(conn: Any, endings: Sequence[Ending], settings: Settings, now: datetime,
              rules: Sequence[RetryRule] = ()) -> list[EndResult]:
     """Decide and write the end of each job in `endings` (distinct jobs) in the caller's transaction."""
-    from jedictl.store import job_outcomes as store
-
     jobs = store.lock_jobs(conn, [e.job_id for e in endings])
     job_files = store.job_files_of(conn, jobs)
     records = store.lock_files(conn, [jf.file_id for listed in job_files.values() for jf in listed if jf.file_id is not None])
     task_rows = store.task_states(conn, [job.task_id for job in jobs.values()])
     batch, results = _Batch(), []
+    _known_outputs(conn, endings, job_files, batch)
     for ending in endings:
         job = jobs.get(ending.job_id)
         result = _decide_one(conn, ending, job, job_files.get(ending.job_id, []), records,
@@ -156,6 +165,22 @@ def end_jobs(conn: Any, endings: Sequence[Ending], settings: Settings, now: date
         results.append(result)
     _write(conn, batch, records, jobs, settings, now)
     return results
+
+
+def _registrable(ending: Ending, listed: Sequence[Any]) -> list[Any]:
+    """The job files a finished report registers in the data catalog (outputs it did produce)."""
+    if ending.report is None or ending.status != JobStatus.FINISHED.value:
+        return []
+    produced = {o.lfn for o in ending.report.outputs if not o.no_output}
+    return [jf for jf in listed if (jf.type in OUTPUT_JOB_FILE_TYPES or jf.type in UNMERGED_FILE_TYPES) and jf.lfn in produced]
+
+
+def _known_outputs(conn: Any, endings: Sequence[Ending], job_files: dict[int, list[Any]], batch: _Batch) -> None:
+    produced = [jf for ending in endings for jf in _registrable(ending, job_files.get(ending.job_id, []))]
+    if not produced:
+        return
+    batch.dataset_names = {key: name for key, (name, _) in store.dataset_targets(conn, {jf.dataset_id for jf in produced}).items()}
+    batch.registered = store.registered_outputs(conn, {(batch.dataset_names[jf.dataset_id], jf.lfn) for jf in produced})
 
 
 def _decide_one(conn: Any, ending: Ending, job: Any, listed: list[Any], records: dict[int, FileRecord], task: Any,
@@ -177,10 +202,13 @@ def _decide_one(conn: Any, ending: Ending, job: Any, listed: list[Any], records:
     files_view = {jf.file_id: records[jf.file_id] for jf in listed if jf.file_id in records}
     error = _error_of(ending)
     decision: RetryDecision | None = None
-    propagation = propagate(record, job_report, listed, files_view, merge_input_extra_attempts=settings.report.merge_input_extra_attempts)
+    produced = [(batch.dataset_names.get(jf.dataset_id, ""), jf.lfn) for jf in _registrable(ending, listed)]
+    taken = frozenset(lfn for name, lfn in produced if (name, lfn) in batch.registered)
+    propagation = propagate(record, job_report, listed, files_view, merge_input_extra_attempts=settings.report.merge_input_extra_attempts,
+                            registered=taken)
+    if propagation.accepted and propagation.job_status == JobStatus.FAILED.value and status == JobStatus.FINISHED.value:
+        error = (*ADDER_ERROR, propagation.reason)  # the adder turned it into a failure: that is the error
     if propagation.accepted and propagation.job_status == JobStatus.FAILED.value and not task_final:
-        if status == JobStatus.FINISHED.value:  # the adder turned it into a failure: that is the error
-            error = (*ADDER_ERROR, propagation.reason)
         decision = _retry_decision(conn, job, error, report, files_view, task, settings, now, rules)
         if decision is not None and (decision.file_changes or decision.task_change):
             files_view = {record.id: record for record in apply_file_changes(list(files_view.values()), decision)}
@@ -193,7 +221,9 @@ def _decide_one(conn: Any, ending: Ending, job: Any, listed: list[Any], records:
         return refuse(propagation.reason)
     batch.job_rows.append(_job_row(job, propagation, ending, error, now))
     if not task_final:
-        _collect_files(propagation, job, listed, batch)
+        _collect_files(propagation, job, listed, batch, stay_on_site=bool((task.options or {}).get("stay_output_on_site")))
+        if propagation.job_status == JobStatus.FINISHED.value:
+            batch.registered.update(produced)
     reason = propagation.reason or ("task is final: its files and counters are left as they are" if task_final else "")
     return EndResult(job.id, "applied", ending.line, propagation.job_status, reason, decision.message if decision else None)
 
@@ -213,8 +243,6 @@ def _retry_decision(conn: Any, job: Any, error: tuple[str, int, str] | None, rep
     """The retry module, on a failed job's errors (pilot/exe/... first, then the payload's exit code)."""
     if not rules:
         return None
-    from jedictl.store import job_outcomes as store
-
     source, code, diag = error if error else (None, None, None)
     errors = job_errors(source, code, diag, report.trans_exit_code if report else None)
     failed = FailedJob(job.id, job.attempt_nr, vo=job.vo, prod_source_label=job.prod_source_label, architecture=job.architecture,
@@ -233,6 +261,7 @@ def _retry_decision(conn: Any, job: Any, error: tuple[str, int, str] | None, rep
         n_gb_per_job=options.n_gb_per_job, n_max_files_per_job=options.n_max_files_per_job,
         base_n_gb_per_job=retry_base.get("base_n_gb_per_job"), base_n_max_files_per_job=retry_base.get("base_n_max_files_per_job"),
         n_input_files=n_files, n_input_files_above_task_ram=above,
+        retry_ram_offset=options.retry_ram_offset, retry_ram_step=options.retry_ram_step, retry_ram_max=options.retry_ram_max,
         has_finished_jobs=store.task_has_finished_jobs(conn, task.id) if action == "increase_cputime" else False)
     site = store.site_row(conn, job.site) if action == "increase_cputime" else None
     site_resources = SiteResources(job.site or "", site.core_count, site.core_power, site.max_walltime, site.max_scratch_mb) if site \
@@ -289,7 +318,7 @@ def _job_row(job: Any, propagation: Propagation, ending: Ending, error: tuple[st
     }
 
 
-def _collect_files(propagation: Propagation, job: Any, listed: list[Any], batch: _Batch) -> None:
+def _collect_files(propagation: Propagation, job: Any, listed: list[Any], batch: _Batch, stay_on_site: bool = False) -> None:
     batch.file_updates.extend(propagation.file_updates)
     for change in propagation.file_updates:
         delta = change.delta
@@ -305,15 +334,15 @@ def _collect_files(propagation: Propagation, job: Any, listed: list[Any], batch:
     lfn_of = {jf.file_id: jf.lfn for jf in listed}
     for change in propagation.file_updates:
         registered = change.status == FileStatus.FINISHED.value and "keep_track" in change.values  # a finished output
-        if registered or change.status == FileStatus.MERGING.value:
+        # An unmerged output its job produced (tagged with it); not an unmerged input a failed merge job
+        # gave back, which is registered already.
+        if registered or (change.status == FileStatus.MERGING.value and "boundary_id" in change.values):
             values = change.values
             batch.outputs.append((change.file_id, job.site, lfn_of.get(change.file_id), values.get("guid"), values.get("size"),
-                                  values.get("checksum"), values.get("n_events")))
+                                  values.get("checksum"), values.get("n_events"), stay_on_site))
 
 
 def _write(conn: Any, batch: _Batch, records: dict[int, FileRecord], jobs: dict[int, Any], settings: Settings, now: datetime) -> None:
-    from jedictl.store import job_outcomes as store
-
     store.set_file_limits(conn, list(batch.file_limits.values()))
     if store.end_jobs(conn, batch.job_rows) != len(batch.job_rows):
         raise Conflict("a job changed while its report was applied")
@@ -326,10 +355,15 @@ def _write(conn: Any, batch: _Batch, records: dict[int, FileRecord], jobs: dict[
         targets = store.dataset_targets(conn, {records[o[0]].dataset_id for o in batch.outputs})
         endpoints = store.write_endpoints(conn, {o[1] for o in batch.outputs})
         rows = []
-        for file_id, site, lfn, guid, size, checksum, events in batch.outputs:
+        for file_id, site, lfn, guid, size, checksum, events, stay_on_site in batch.outputs:
             name, destination = targets[records[file_id].dataset_id]
-            rows.append((name, destination or endpoints.get(site or ""), lfn, guid, size, checksum, events))
-        store.register_outputs(conn, rows, now)
+            # stayOutputOnSite (split rule SO): the file stays where its job ran, whatever the dataset's destination.
+            endpoint = endpoints.get(site or "") if stay_on_site else (destination or endpoints.get(site or ""))
+            rows.append((name, endpoint, lfn, guid, size, checksum, events))
+        if store.register_outputs(conn, rows, now) != len(rows):
+            # Checked beforehand, so another process registered one of these files meanwhile: replayed,
+            # the job whose file it was not fails.
+            raise Conflict("an output file was registered by another job while this report was applied")
 
 
 # ------------------------------------------------------------------------------------------- kills
@@ -350,8 +384,6 @@ def kill_jobs(store: Any, job_ids: Sequence[int], settings: Settings, now: datet
     """Kill jobs (panda-server §2.8): queued ones end at once (cancelled by a person, closed by the
     system, per `code`), their input back in the pool with an attempt used but no failure; a job on a
     worker gets `tobekilled` and ends when its executor reports."""
-    from jedictl.store import job_outcomes as job_store
-
     fields.integer(code, "--code", -fields.INT32_MAX - 1, fields.INT32_MAX)  # kept as the jobs' error_code
     with store.read() as conn:
         current = job_store.read_jobs(conn, job_ids)
@@ -412,8 +444,6 @@ def take_heartbeats(store: Any, beats: Sequence[Heartbeat], now: datetime, batch
 
 
 def _beat_batch(conn: Any, beats: Sequence[Heartbeat], now: datetime) -> list[BeatReply]:
-    from jedictl.store import job_outcomes as store
-
     jobs = store.lock_jobs(conn, [b.job_id for b in beats])
     # The job as the batch has left it so far (a batch may carry several beats for one job).
     state = {job_id: {"status": job.status, "started_at": job.started_at, "ended_at": job.ended_at,
@@ -453,8 +483,6 @@ def _beat_batch(conn: Any, beats: Sequence[Heartbeat], now: datetime) -> list[Be
 
 def ingest_reports(store: Any, reports: Sequence[ExecutorReport], settings: Settings, now: datetime) -> list[EndResult]:
     """Apply executors' final reports; the retry rules are read once for the whole input."""
-    from jedictl.store import retry_rules as rule_store
-
     with store.read() as conn:
         rules = rule_store.load_rules(conn, now)
     endings = [Ending(r.job_id, r.status, line=r.line, attempt_nr=r.attempt_nr, report=r) for r in reports]

@@ -207,6 +207,20 @@ def job_max_disk_count(task: TaskResources, site: SiteResources, files: Sequence
     return megabytes
 
 
+def site_refusal(resources: JobResources, disk_mb: int, max_walltime: int | None, max_memory: int | None,
+                 max_scratch_mb: int | None) -> str | None:
+    """Why a site refuses a job with these needs (None: it takes it). `disk_mb` is the scratch the job
+    needs before the cap at the site's maxwdir; limits of 0 or None are no limits. The job brokerage
+    judged the task's typical job; this judges the very job about to be written."""
+    if max_walltime and max_walltime > 0 and resources.max_walltime and resources.max_walltime > max_walltime:
+        return f"walltime: the job needs {resources.max_walltime} s, site max {max_walltime} s"
+    if max_memory and max_memory > 0 and resources.min_ram_count and resources.min_ram_count > max_memory:
+        return f"memory: the job needs {resources.min_ram_count} MB, site max {max_memory} MB"
+    if max_scratch_mb and max_scratch_mb > 0 and disk_mb > max_scratch_mb:
+        return f"scratch disk: the job needs {disk_mb} MB, site has {max_scratch_mb} MB"
+    return None
+
+
 def job_priority(current_priority: int, is_scout: bool, is_merge: bool, scout_priority_floor: int,
                  merge_priority: int) -> int:
     """Merge jobs 5000; scouts max(901, task current priority + 1); others the task's current priority."""

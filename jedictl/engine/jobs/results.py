@@ -16,11 +16,11 @@ that is a duplicate, out of order or for an unknown job is refused and changes n
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from jedictl.engine.jobs.states import can_transition
 from jedictl.model import JOB_FINAL, FileStatus, JobStatus
+from jedictl.model.files import COUNTERS, DatasetDelta, FileRecord, FileUpdate, JobFileRecord  # noqa: F401 (COUNTERS: re-exported)
 
 INPUT_JOB_FILE_TYPES = frozenset({"input", "pseudo_input"})
 OUTPUT_JOB_FILE_TYPES = frozenset({"output", "log"})
@@ -35,36 +35,6 @@ class JobRecord:
     id: int
     status: str
     attempt_nr: int
-
-
-@dataclass(frozen=True)
-class JobFileRecord:
-    """A `job_files` row: attempt_nr is the file's attemptNr when the job was generated."""
-
-    file_id: int | None
-    dataset_id: int
-    lfn: str
-    type: str  # input | pseudo_input | output | log
-    attempt_nr: int
-
-
-@dataclass(frozen=True)
-class FileRecord:
-    """A `files` row (JEDI dataset contents)."""
-
-    id: int
-    dataset_id: int
-    type: str
-    status: str
-    attempt_nr: int = 0
-    max_attempt: int | None = None
-    failed_attempt: int = 0
-    max_failure: int | None = None
-    keep_track: bool = True
-    n_events: int | None = None
-    start_event: int | None = None
-    end_event: int | None = None
-    ram_count: int | None = None  # per-file RAM set by the retry module
 
 
 @dataclass(frozen=True)
@@ -85,43 +55,6 @@ class JobReport:
     status: str  # finished | failed | cancelled | closed
     attempt_nr: int | None = None  # the attempt the executor ran; None: not checked
     outputs: tuple[OutputReport, ...] = ()
-
-
-@dataclass(frozen=True)
-class DatasetDelta:
-    """Relative changes to one `datasets` row's counters."""
-
-    dataset_id: int
-    n_files_used: int = 0
-    n_files_finished: int = 0
-    n_files_failed: int = 0
-    n_files_on_hold: int = 0
-    n_events_used: int = 0
-    n_events: int = 0
-    n_files_to_be_used: int = 0  # unmerged outputs released to merge jobs (JEDI raises the trn dataset's watermark)
-
-    def __add__(self, other: DatasetDelta) -> DatasetDelta:
-        return DatasetDelta(self.dataset_id, *(getattr(self, name) + getattr(other, name) for name in COUNTERS))
-
-    def is_zero(self) -> bool:
-        return not any(getattr(self, name) for name in COUNTERS)
-
-
-COUNTERS = ("n_files_used", "n_files_finished", "n_files_failed", "n_files_on_hold", "n_events_used", "n_events", "n_files_to_be_used")
-
-
-@dataclass(frozen=True)
-class FileUpdate:
-    """New values for one `files` row, valid only if the row is still as the job left it."""
-
-    file_id: int
-    expected_attempt_nr: int
-    expected_statuses: tuple[str, ...]
-    status: str
-    attempt_nr: int
-    failed_attempt: int
-    values: Mapping[str, Any] = field(default_factory=dict)  # other columns: size, checksum, guid, n_events, keep_track ...
-    delta: DatasetDelta | None = None
 
 
 @dataclass(frozen=True)
@@ -147,11 +80,13 @@ class Propagation:
 
 
 def propagate(job: JobRecord | None, report: JobReport, job_files: Sequence[JobFileRecord],
-              files: Mapping[int, FileRecord], *, merge_input_extra_attempts: int = 3) -> Propagation:
+              files: Mapping[int, FileRecord], *, merge_input_extra_attempts: int = 3,
+              registered: frozenset[str] = frozenset()) -> Propagation:
     """What a final report does to the job, its input and output file records and the counters.
 
     `merge_input_extra_attempts`: the attempts an unmerged output gets as a merge input
-    (panda-server §2.6: maxAttempt = attemptNr + 3)."""
+    (panda-server §2.6: maxAttempt = attemptNr + 3). `registered`: the job's output LFNs another job
+    already registered in their datasets -- the job fails rather than overwrite or drop one."""
     if job is None:
         return Propagation(False, f"unknown job {report.job_id}")
     status = JobStatus(report.status)
@@ -175,6 +110,10 @@ def propagate(job: JobRecord | None, report: JobReport, job_files: Sequence[JobF
             # PanDA's adder fails a job whose output cannot be registered; so does jedictl.
             status = JobStatus.FAILED
             reason = f"output {missing[0]} was not reported: the job counts as failed"
+        clash = sorted(lfn for lfn in registered if lfn in reported and not reported[lfn].no_output)
+        if clash and not missing:
+            status = JobStatus.FAILED
+            reason = f"output {clash[0]} is already registered by another job: the job counts as failed"
     updates: list[FileUpdate] = []
     skipped: list[tuple[int, str]] = []
     for job_file in job_files:

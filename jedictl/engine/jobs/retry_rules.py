@@ -30,53 +30,16 @@ from jedictl.engine.input.regexes import compile_pattern
 from jedictl.engine.jobs.resources import SiteResources
 from jedictl.engine.jobs.results import FileRecord, is_retryable
 from jedictl.errors import BadInput
+from jedictl.model.retry import RULE_KEYS as _RULE_KEYS
+from jedictl.model.retry import SCOPE_FIELDS, RetryRule, normalise_source
 
 ACTIONS = ("no_retry", "limit_retry", "increase_memory", "increase_cputime", "reduce_input_per_job")
-SCOPE_FIELDS = ("vo", "prod_source_label", "architecture", "release", "work_queue")
 #: files.type the retry module changes: the job's inputs, never its random seed or outputs.
 RETRY_FILE_TYPES = frozenset({"input", "pseudo_input", "trn_output", "trn_log"})
 _REDUCE_DEFAULTS = {"excluded_rules": ["nEventsPerJob", "nFilesPerJob"], "steps": [2, 4, 7]}
-_RULE_KEYS = {"error_source", "error_code", "message_pattern", "action", "parameters", "active", "description",
-              "expires_at", *SCOPE_FIELDS}
 _ALIASES = {"errorsource": "error_source", "errorcode": "error_code", "error_diag": "message_pattern",
             "errordiag": "message_pattern", "label": "prod_source_label", "workqueue": "work_queue",
             "expiration_date": "expires_at", "params": "parameters"}
-
-
-@dataclass(frozen=True)
-class RetryRule:
-    """A `retry_rules` row."""
-
-    id: int | None
-    error_source: str
-    error_code: int
-    action: str
-    parameters: Mapping[str, Any] = field(default_factory=dict)
-    message_pattern: str | None = None
-    vo: str | None = None
-    prod_source_label: str | None = None
-    architecture: str | None = None
-    release: str | None = None
-    work_queue: str | None = None
-    active: bool = True
-    description: str | None = None
-    expires_at: datetime | None = None
-
-    def columns(self) -> dict[str, Any]:
-        """Values for INSERT INTO retry_rules (the id is the store's)."""
-        values = {name: getattr(self, name) for name in _RULE_KEYS}
-        values["parameters"] = dict(self.parameters)
-        return values
-
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> RetryRule:
-        values = {name: row.get(name) for name in _RULE_KEYS}
-        values["parameters"] = dict(row.get("parameters") or {})
-        values["active"] = bool(row.get("active", True))
-        return cls(id=row.get("id"), **values)
-
-    def specificity(self) -> int:
-        return sum(1 for name in SCOPE_FIELDS if getattr(self, name)) + (1 if self.message_pattern else 0)
 
 
 # ------------------------------------------------------------------------------ loading rule files
@@ -200,15 +163,6 @@ class FailedJob:
     n_events: int | None = None
 
 
-def normalise_source(source: str) -> str:
-    """`pilotErrorCode` and `pilot` name the same source; `transExitCode` is `trans`."""
-    text = source.strip().lower()
-    for suffix in ("errorcode", "exitcode", "error"):
-        if text.endswith(suffix) and text != suffix:
-            return text[: -len(suffix)]
-    return text
-
-
 def job_errors(error_source: str | None, error_code: int | None, error_diag: str | None = None,
                trans_exit_code: int | None = None) -> tuple[JobError, ...]:
     """The ordered error list of a `jobs` row: its error triple, then the payload's exit code."""
@@ -269,6 +223,9 @@ class TaskRetryState:
     n_input_files: int = 0  # master input files of the task
     n_input_files_above_task_ram: int = 0  # of those, files whose ram_count exceeds the task's
     has_finished_jobs: bool = False
+    retry_ram_offset: int | None = None  # options: the task's own RAM ladder (offset + n x step, capped)
+    retry_ram_step: int | None = None
+    retry_ram_max: int | None = None
 
 
 @dataclass(frozen=True)
@@ -360,15 +317,32 @@ def _increase_memory(case: _Case) -> RetryDecision:
         job_ram, pss = (job_ram - base) / cores, (pss - base) / cores
     unit = "MB per core" if per_core else "MB"
     current = max(job_ram, pss, task.ram_count or 0, *(f.ram_count or 0 for f in case.inputs))
-    target = next((step for step in settings.retry.ram_ladder_mb if step > current), None)
+    target = next_ram(current, settings.retry.ram_ladder_mb, task.retry_ram_offset, task.retry_ram_step, task.retry_ram_max)
     if target is None:
-        return case.decision(f"already at the top of the memory ladder ({current:.0f} {unit})")
+        top = "retry_ram_max" if task.retry_ram_max is not None and current >= task.retry_ram_max else "the memory ladder"
+        return case.decision(f"already at the top of {top} ({current:.0f} {unit})")
     share = task.n_input_files_above_task_ram / task.n_input_files if task.n_input_files else 0.0
     if share > settings.retry.task_ram_failure_fraction:
         return case.decision(f"task RAM raised to {target} {unit} ({share:.0%} of its files needed more)",
                              task_change=TaskChange(ram_count=target))
     changes = tuple(FileChange(f.id, ram_count=target) for f in case.inputs if (f.ram_count or 0) < target)
     return case.decision(f"RAM of {len(changes)} input file(s) raised to {target} {unit}", file_changes=changes)
+
+
+def next_ram(current: float, ladder: Sequence[int], offset: int | None, step: int | None, ceiling: int | None) -> int | None:
+    """The next RAM step above `current`, or None at the top. The task's retryRamStep replaces the ladder
+    with offset + n x step (n >= 1, offset default 0); retryRamMax caps either (split rules RX/RY/RZ,
+    JEDI's get_ram_for_retry). Same unit as the task's ramCount (per core for MBPerCore)."""
+    if ceiling is not None and current >= ceiling:
+        return None
+    if step:
+        base = offset or 0
+        target: int | None = base + max(1, math.floor((current - base) / step) + 1) * step
+    else:
+        target = next((value for value in ladder if value > current), None)
+    if target is not None and ceiling is not None:
+        target = min(target, ceiling)
+    return target
 
 
 def _increase_cputime(case: _Case) -> RetryDecision:

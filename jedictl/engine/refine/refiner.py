@@ -20,11 +20,14 @@ from jedictl.engine.shares import resource_types
 from jedictl.engine.shares import global_shares as shares
 from jedictl.engine.task import split_rule
 from jedictl.engine.shares import work_queues
-from jedictl.engine.task.submission import parse_definition
+from jedictl.engine.task.submission import UNCAPPED, parse_definition, refuse_shared_outputs
 from jedictl.engine.task.definition import DatasetDef, TaskDefinition
 from jedictl.engine.agent import PassReport, leased_pass
 from jedictl.errors import BadInput, JedictlError, LeaseLost
 from jedictl.model import TASK_PARENT_COMPLETED, TASK_PARENT_CORRUPTED, DatasetType, NewDataset, TaskStatus
+from jedictl.store import leases
+from jedictl.store import tasks as task_store
+from jedictl.store.schema import tasks
 
 
 class RefineError(JedictlError):
@@ -233,8 +236,6 @@ def _unmerged_twin(dataset: DatasetDef, key: int, master_key: int | None, name_a
 
 def refine_pass(store, settings: Settings, owner: str, now: datetime, limit: int | None = None) -> PassReport:  # noqa: ANN001 - Store
     """One pass of the Task Refiner over the store."""
-    from jedictl.store.schema import tasks
-
     catalog = Catalog.from_store(store, settings)  # bad configuration: exit 2 before touching anything
     waiting_on_parent = (tasks.c.status == TaskStatus.PENDING.value) & (tasks.c.old_status == TaskStatus.REGISTERED.value)
     return leased_pass(
@@ -246,10 +247,6 @@ def refine_pass(store, settings: Settings, owner: str, now: datetime, limit: int
 
 
 def _refine_one(store, task_id: int, catalog: Catalog, settings: Settings, owner: str, now: datetime) -> tuple[str, str | None]:  # noqa: ANN001
-    from jedictl.store import leases
-    from jedictl.store import tasks as task_store
-    from jedictl.store.schema import tasks
-
     with store.begin() as conn:
         task = task_store.get_task(conn, task_id)
         params = task_store.get_params(conn, task_id)
@@ -257,7 +254,7 @@ def _refine_one(store, task_id: int, catalog: Catalog, settings: Settings, owner
             definition = parse_definition(
                 params.document, user=task.user_name, default_user=task.user_name,
                 priority=task.task_priority, parent_id=task.parent_id,
-                analysis_priority=settings.refine.analysis_priority,
+                analysis_priority=settings.refine.analysis_priority, policy=UNCAPPED,
             )
             gate = parent_gate(task.parent_id, task_store.parent_status(conn, task.parent_id) if task.parent_id else None,
                                bool(definition.options.no_wait_parent))
@@ -266,11 +263,14 @@ def _refine_one(store, task_id: int, catalog: Catalog, settings: Settings, owner
             if gate.action == "wait":
                 if task.status == TaskStatus.PENDING and task.error_dialog == gate.reason:
                     leases.release(conn, tasks, task_id, owner)  # still waiting: nothing to record
-                else:
-                    task_store.change_status(conn, task_id, TaskStatus.PENDING, [TaskStatus.REGISTERED, TaskStatus.PENDING], gate.reason,
-                                             owner, now, owner=owner, old_status=TaskStatus.REGISTERED.value, error_dialog=gate.reason,
-                                             lease_owner=None, lease_expires_at=None)
+                elif not task_store.change_status(conn, task_id, TaskStatus.PENDING, [TaskStatus.REGISTERED, TaskStatus.PENDING], gate.reason,
+                                                  owner, now, owner=owner, old_status=TaskStatus.REGISTERED.value, error_dialog=gate.reason,
+                                                  lease_owner=None, lease_expires_at=None):
+                    raise LeaseLost(f"task {task_id} changed while being refined")
                 return "pending", gate.reason
+            # Two submissions of one output dataset that raced past each other's check: the first
+            # refined keeps it, the other breaks here before writing anything.
+            refuse_shared_outputs(conn, definition, task_id)
             refinement = build_refinement(definition, catalog, settings.refine)
             task_store.write_refinement(conn, task_id, owner, refinement.task_values, refinement.datasets, refinement.job_templates, now)
             task_store.record_status(conn, task_id, TaskStatus.DEFINED, task.status, "refined", owner, now)

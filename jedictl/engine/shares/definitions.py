@@ -19,6 +19,7 @@ from jedictl.engine.input import fields
 from jedictl.engine.shares.fair_share import Definitions, flatten_shares, load_sections
 from jedictl.engine.shares.work_queues import WorkQueue
 from jedictl.errors import BadInput, NotFound
+from jedictl.store import queue_shares as store
 
 SECTIONS = ("work_queues", "global_shares")
 
@@ -31,8 +32,6 @@ class Current:
 
 def current_definitions(conn: Any, settings: Settings) -> Current:
     """The definitions in force: each section from the store if it holds any rows, else from the settings."""
-    from jedictl.store import queue_shares as store
-
     queue_rows, share_rows = store.load_queue_rows(conn), store.load_share_rows(conn)
     sources = {"work_queues": "store" if queue_rows else "settings", "global_shares": "store" if share_rows else "settings"}
     definitions = load_sections(queue_rows or settings.work_queues, share_rows or settings.global_shares,

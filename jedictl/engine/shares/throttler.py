@@ -226,6 +226,7 @@ class SiteThresholds:
     running_slots: int | None = None  # pending + running together
     type_pending_slots: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     type_running_slots: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    draining: bool = False  # WMCore's Draining state (jedictl: status brokeroff): no new work at all
 
 
 def site_thresholds_from_row(row: Mapping[str, Any]) -> SiteThresholds:
@@ -235,6 +236,7 @@ def site_thresholds_from_row(row: Mapping[str, Any]) -> SiteThresholds:
         site=row["name"], pending_slots=row.get("max_queued"), running_slots=row.get("max_running"),
         type_pending_slots=MappingProxyType({t: c["max_queued"] for t, c in caps.items() if c.get("max_queued") is not None}),
         type_running_slots=MappingProxyType({t: c["max_running"] for t, c in caps.items() if c.get("max_running") is not None}),
+        draining=row.get("status") == "brokeroff",
     )
 
 
@@ -257,7 +259,7 @@ class SiteSlotDecision:
     site: str
     job_type: str
     allowed: bool
-    rule: str  # ok | ZeroThreshold | NoPendingSlot | NoTaskPendingSlot | NoRunningSlot | NoTaskRunningSlot
+    rule: str  # ok | Draining | ZeroThreshold | NoPendingSlot | NoTaskPendingSlot | NoRunningSlot | NoTaskRunningSlot
     message: str
     free: int  # jobs the site can still take now (0 when not allowed)
     overflow: bool  # the priority overflow raised the pending limits
@@ -273,14 +275,21 @@ def site_slot_decision(
     job_type: str,
     job_priority: int,
     settings: ThrottleSettings,
+    *,
+    io_bound: bool | None = None,
 ) -> SiteSlotDecision:
-    """Whether one more job of `job_type` fits at a site, and how many do (WMCore JobSubmitter)."""
+    """Whether one more job of `job_type` fits at a site, and how many do (WMCore JobSubmitter).
+    `io_bound` says whether the job is I/O bound (no overflow); by default WMCore's task types decide."""
     type_pending = usage.type_pending.get(job_type, 0)
     type_running = usage.type_running.get(job_type, 0)
     type_pending_slots = thresholds.type_pending_slots.get(job_type)
     type_running_slots = thresholds.type_running_slots.get(job_type)
     highest = usage.type_highest_priority.get(job_type)
-    overflow = job_type not in IO_BOUND_JOB_TYPES and (highest is None or job_priority > highest)
+    if io_bound is None:
+        io_bound = job_type in IO_BOUND_JOB_TYPES
+    # The overflow lets urgent work past lower-priority work already there; with nothing of the type
+    # pending or running there is nothing to jump over, and the thresholds hold as configured.
+    overflow = not io_bound and highest is not None and job_priority > highest
 
     def raised(slots: int | None, at_start: int | None) -> float | None:
         if slots is None:
@@ -304,6 +313,8 @@ def site_slot_decision(
         return SiteSlotDecision(thresholds.site, job_type, allowed, rule, message, free, overflow, pending_limit,
                                 type_pending_limit, thresholds.running_slots, type_running_slots)
 
+    if thresholds.draining:
+        return decide(False, "Draining", f"{thresholds.site} is draining: it takes no new work", 0)
     if type_running_slots == 0 or type_pending_slots == 0:
         return decide(False, "ZeroThreshold", f"{job_type} has a zero threshold at {thresholds.site}", 0)
     free_counts = []

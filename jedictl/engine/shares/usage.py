@@ -33,6 +33,7 @@ from jedictl.engine.shares.fair_share import (
 from jedictl.engine.shares.global_shares import ROOT, Share, normalise
 from jedictl.engine.shares.work_queues import WorkQueue
 from jedictl.model import TASK_FOR_JOB_GENERATOR, TaskStatus
+from jedictl.store import queue_shares as store
 
 #: Tasks that make a queue or share active: those the generator works on, and scouted ones (between
 #: their scouts and the avalanche).
@@ -98,8 +99,6 @@ class Usage:
 
 
 def load_usage(conn: Any) -> Usage:
-    from jedictl.store import queue_shares as store
-
     return Usage.of(store.job_usage(conn), store.active_tasks(conn, ACTIVE_TASK_STATUSES))
 
 
@@ -308,8 +307,6 @@ def status_report(current: Current, usage: Usage, tolerance: float = DEFAULT_TOL
 
 def task_ranks(conn: Any, order: GenerationOrder, task_ids: Collection[int]) -> dict[int, tuple[int, int]]:
     """Each task's rank in `order` by its global share, work queue and label (tasks not found: last)."""
-    from jedictl.store import queue_shares as store
-
     placed = store.task_queues(conn, task_ids)
     last = (len(order.share_ranks), len(order.queue_ranks))
     return {task_id: order.rank(*placed[task_id]) if task_id in placed else last for task_id in task_ids}

@@ -19,6 +19,9 @@ from typing import Any
 
 from jedictl.config import Settings
 from jedictl.engine.agent import PassReport
+from jedictl.store import retry_rules as rule_store
+from jedictl.store.database import create_store_engine
+from jedictl.store.schema import datasets, job_retry_history, jobs, tasks
 
 FLAKY_SITE = "praguelcg2"
 ROUND_MINUTES = 5
@@ -176,7 +179,6 @@ def build(store: Any, settings: Settings, now: datetime, owner: str) -> DemoTask
     from jedictl.engine.catalogs.importer import import_data_catalog, import_resource_catalog
     from jedictl.engine.jobs.retry_rules import load_rules
     from jedictl.engine.task.submission import parse_definition, register_task
-    from jedictl.store import retry_rules as rule_store
 
     demo = DemoTasks()
     with store.begin() as conn:
@@ -248,9 +250,6 @@ def holds_tasks(url: str) -> bool:
     """Whether the store at `url` exists with at least one task (read only; no schema check)."""
     from sqlalchemy import func, inspect, select
 
-    from jedictl.store.database import create_store_engine
-    from jedictl.store.schema import tasks
-
     engine = create_store_engine(url)
     try:
         with engine.connect() as conn:
@@ -264,8 +263,6 @@ def holds_tasks(url: str) -> bool:
 def task_status(store: Any, task_id: int) -> str:
     from sqlalchemy import select
 
-    from jedictl.store.schema import tasks
-
     with store.read() as conn:
         return conn.execute(select(tasks.c.status).where(tasks.c.id == task_id)).scalar_one()
 
@@ -274,7 +271,6 @@ def all_final(store: Any) -> bool:
     from sqlalchemy import func, select
 
     from jedictl.model import TASK_FINAL
-    from jedictl.store.schema import tasks
 
     with store.read() as conn:
         left = conn.execute(select(func.count()).where(tasks.c.status.notin_([s.value for s in TASK_FINAL]))).scalar_one()
@@ -293,8 +289,6 @@ class Snapshot:
 
 def snapshot(store: Any) -> Snapshot:
     from sqlalchemy import func, select
-
-    from jedictl.store.schema import datasets, job_retry_history, jobs, tasks
 
     masters = datasets.c.master_id.is_(None) & datasets.c.type.in_(("input", "pseudo_input"))
     with store.read() as conn:

@@ -10,6 +10,12 @@ weight from the failure mix (settings.simulate.failure_mix or --error). Metrics 
 time from the input events (simulate.seconds_per_event per core, plus JEDI's 600 s base), CPU at 90 %
 efficiency, PSS below the job's RAM -- above it for a memory failure (pilot 1212 or trans 137), so
 that the retry module's memory ladder has something to climb.
+
+A job's events are those of its master input (a secondary, e.g. pile-up, adds none; a merge job reads
+one stream's events, however many streams it merges). A job that would run past its own `max_walltime`
+is killed by the pilot at that limit: failed with pilot error 1213, "Reached batch system time limit"
+(PanDA pilot's REACHEDMAXTIME). Time is compressed, not bent: a job starts when it is dispatched (never
+before it was created) and ends `wall` seconds later, so its `ended_at` may lie after the pass's clock.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from jedictl.engine.jobs.outcomes import ingest_reports, take_heartbeats
 from jedictl.engine.jobs.results import OutputReport
 from jedictl.engine.jobs.reports import ExecutorReport, Heartbeat
 from jedictl.errors import BadInput
+from jedictl.store import jobs as job_store
 
 LOG_TYPES = ("log", "trn_log")
 
@@ -34,6 +41,8 @@ EXECUTOR = "jedictl-simulate"
 #: Errors that mean "out of memory": the simulated PSS goes above the job's RAM.
 MEMORY_ERRORS = frozenset({("pilot", 1212), ("trans", 137)})
 BASE_WALLTIME_S = 600
+#: The pilot's error when the batch system's time limit ends a job (pilot/common/errorcodes.py REACHEDMAXTIME).
+WALLTIME_ERROR = ("pilot", 1213, "Reached batch system time limit")
 
 
 @dataclass(frozen=True)
@@ -78,6 +87,12 @@ def simulated_report(payload: Mapping[str, Any], events: int, rng: random.Random
         pss = int(ram_kb * rng.uniform(0.4, 0.9))
     if error is not None:
         wall *= rng.uniform(0.1, 0.9)  # failures end early
+    limit = payload.get("max_walltime") or 0
+    if limit > 0 and wall > limit:
+        # The batch system ends the job at its walltime: nothing is written, whatever it would have done.
+        failed, wall = True, float(limit)
+        error = SimError(*WALLTIME_ERROR)
+    wall = round(wall, 1)
     outputs = () if failed else tuple(
         OutputReport(lfn=out["lfn"], size=rng.randint(1_000_000, 2_000_000_000) if out["type"] not in LOG_TYPES else rng.randint(10_000, 5_000_000),
                      checksum=f"ad:{rng.getrandbits(32):08x}", guid=_guid(rng), n_events=events if out["type"] not in LOG_TYPES else None)
@@ -86,8 +101,8 @@ def simulated_report(payload: Mapping[str, Any], events: int, rng: random.Random
         line=0, job_id=payload["job_id"], status="failed" if failed else "finished", attempt_nr=payload.get("attempt_nr"),
         error_source=error.source if error else None, error_code=error.code if error else None, error_diag=error.diag if error else None,
         trans_exit_code=error.code if error is not None and error.source == "trans" else 0,
-        wall_time=round(wall, 1), cpu_time=round(wall * cores * 0.9, 1), max_pss=pss, max_rss=int(pss * 1.1),
-        n_events=events, started_at=now - timedelta(seconds=wall), ended_at=now, outputs=outputs)
+        wall_time=wall, cpu_time=round(wall * cores * 0.9, 1), max_pss=pss, max_rss=int(pss * 1.1),
+        n_events=events, started_at=now, ended_at=now + timedelta(seconds=wall), outputs=outputs)
 
 
 def _guid(rng: random.Random) -> str:
@@ -99,8 +114,6 @@ def simulate_pass(store: Any, settings: Settings, now: datetime, rng: random.Ran
                   jobs_per_site: int = 100, failure_rate: float | None = None, errors: Sequence[SimError] = ()) -> PassReport:
     """Dispatch, run and report up to `jobs_per_site` jobs at each site (all sites with activated jobs
     when `sites` is empty)."""
-    from jedictl.store import jobs as job_store
-
     rate = settings.simulate.failure_rate if failure_rate is None else failure_rate
     if not 0 <= rate <= 1:
         raise BadInput("must be between 0 and 1", "--failure-rate")

@@ -144,6 +144,7 @@ class TaskDefinition:
     merge: MergeDef | None = None
     format: str = "spec"  # "spec" | "panda"
     unknown_keys: tuple[str, ...] = ()
+    priority_capped_from: int | None = None  # the priority asked for, when the analysis cap lowered it
 
     def inputs(self) -> list[DatasetDef]:
         return [d for d in self.datasets if d.type in (DatasetType.INPUT, DatasetType.PSEUDO_INPUT, DatasetType.RANDOM_SEED)]

@@ -61,7 +61,7 @@ class TaskOptions:
     skip_short_input: bool | None = _opt("split", "skipShortInput", "skip files with fewer events than nEventsPerInputFile")
     skip_short_output: bool | None = _opt("split", "skipShortOutput", "drop the short last chunk")
     use_real_num_events: bool | None = _opt("split", "useRealNumEvents", "use the catalog's per-file event counts", "UE")
-    order_input_by: str | None = _opt("split", "orderInputBy", "input ordering", "OI", choices=("eventsAlignment",))
+    order_input_by: str | None = _opt("split", "orderInputBy", "eventsAlignment: input files whose events fill whole jobs (a multiple of n_events_per_job) first, then by descending events; needs n_events_per_job", "OI", choices=("eventsAlignment",))
     add_nth_field_to_lfn: str | None = _opt("split", "addNthFieldToLFN", "fields of the input name joined into ${MIDDLENAME} (comma list of numbers)", "AN")
     use_file_as_source_lfn: bool | None = _opt("split", "useFileAsSourceLFN", "take MIDDLENAME fields from the input file name", "UF")
     max_num_jobs: int | None = _opt("split", "maxNumJobs", "generate at most this many jobs", "MN", 1)
@@ -73,14 +73,14 @@ class TaskOptions:
     max_attempt: int | None = _opt("retry", "maxAttempt", "attempts per input file (default 3)", None, 1, 1000)
     max_failure: int | None = _opt("retry", "maxFailure", "genuine failures per input file", None, 1, 1000)
     disable_auto_retry: bool | None = _opt("retry", "disableAutoRetry", "one attempt per file", "DR")
-    retry_ram_offset: int | None = _opt("retry", "retryRamOffset", "RAM escalation on retry: offset (MB)", "RX", 0)
-    retry_ram_step: int | None = _opt("retry", "retryRamStep", "RAM escalation on retry: step (MB)", "RY", 1)
-    retry_ram_max: int | None = _opt("retry", "retryRamMax", "RAM escalation on retry: ceiling (MB)", "RZ", 1)
+    retry_ram_offset: int | None = _opt("retry", "retryRamOffset", "increase_memory retries step RAM to offset + n x retry_ram_step (MB, default 0; needs retry_ram_step)", "RX", 0)
+    retry_ram_step: int | None = _opt("retry", "retryRamStep", "increase_memory retries raise RAM to the next offset + n x this (MB) instead of the 1000-8000 ladder", "RY", 1)
+    retry_ram_max: int | None = _opt("retry", "retryRamMax", "increase_memory retries never raise RAM above this (MB; per core with MBPerCore)", "RZ", 1)
     # --- scouts (§6.11, §7.2)
     skip_scout: bool | None = _opt("scouts", "skipScout", "run no scout jobs")
     scout_success_rate: int | None = _opt("scouts", "scoutSuccessRate", "required scout success, in tenths (5 = 50 %)", "SS", 0, 10)
     min_cpu_efficiency: int | None = _opt("scouts", "minCpuEfficiency", "minimum scout CPU efficiency (%)", "MC", 0, 100)
-    tgt_max_output_for_ng: int | None = _opt("scouts", "tgtMaxOutputForNG", "after scouts, set nGBPerJob so the largest output is this many GB", "TN", 1)
+    tgt_max_output_for_ng: int | None = _opt("scouts", "tgtMaxOutputForNG", "after the scouts, n_gb_per_job = this x (input + output) / output of the scout with the largest output (GB); not with n_files_per_job or n_events_per_job", "TN", 1)
     # --- completion (§7.3)
     goal: float | None = _opt("completion", "goal", "completeness goal in percent", None, 0.1, 100)
     fail_when_goal_unreached: bool | None = _opt("completion", "failWhenGoalUnreached", "finished below the goal becomes failed", "FG")
@@ -92,20 +92,21 @@ class TaskOptions:
     no_throttle: bool | None = _opt("completion", "noThrottle", "never throttle on repeated failures")
     # --- dependencies and inputs (§3.3)
     no_wait_parent: bool | None = _opt("dependencies", "noWaitParent", "start before the parent completes, reading its outputs as they appear", "NW")
-    wait_input: bool | None = _opt("dependencies", "waitInput", "a missing input dataset makes the task wait instead of break", "WI")
+    wait_input: bool | None = _opt("dependencies", "waitInput", "an input dataset the catalog does not know makes the task wait (pending, 7 days) instead of breaking it", "WI")
     run_until_closed: bool | None = _opt("dependencies", "runUntilClosed", "keep running until the input dataset is closed", "RC")
     ignore_missing_in_ds: bool | None = _opt("dependencies", "ignoreMissingInDS", "inputs whose metadata cannot be read are skipped", "IM")
     allow_incomplete_in_ds: bool | None = _opt("dependencies", "allowIncompleteInDS", "brokerage may use incomplete input replicas", "AI")
-    skip_files_used_by: str | None = _opt("dependencies", "skipFilesUsedBy", "skip input files used by these tasks (comma list of ids)")
+    skip_files_used_by: str | None = _opt("dependencies", "skipFilesUsedBy", "skip input files (and event ranges) these tasks finished (comma list of task ids)")
+    allow_task_duplication: bool | None = _opt("dependencies", "allowTaskDuplication", "this task may write output datasets another task writes (by default an output dataset belongs to one task)")
     # --- placement (§5, §6.5)
     included_sites: list | None = _opt("placement", "includedSite", "only these sites (patterns allowed)", "LS")
     excluded_sites: list | None = _opt("placement", "excludedSite", "never these sites (patterns allowed)", "LS")
     t1_weight: int | None = _opt("placement", "t1Weight", "weight of sites at the task's nucleus; -1 = only there", "TW", -1)
     ip_connectivity: str | None = _opt("placement", "ipConnectivity", "worker-node connectivity: full or http[#IPv4|IPv6]", "IP")
-    allow_input_lan: str | None = _opt("placement", "allowInputLAN", "direct LAN input: use or only", "IL", choices=("use", "only"))
+    allow_input_lan: str | None = _opt("placement", "allowInputLAN", "only: jobs go only to sites that read input directly (direct_io)", "IL", choices=("use", "only"))
     allow_input_wan: bool | None = _opt("placement", "allowInputWAN", "remote (WAN) input reading allowed", "IW")
     use_local_io: bool | None = _opt("placement", "useLocalIO", "always copy input to scratch", "LI", aliases=("forceStaged",))
-    stay_output_on_site: bool | None = _opt("placement", "stayOutputOnSite", "outputs stay at the execution site", "SO")
+    stay_output_on_site: bool | None = _opt("placement", "stayOutputOnSite", "outputs are written to and registered at the execution site's storage (its first write endpoint), not the dataset's destination", "SO")
     avoid_vp: bool | None = _opt("placement", "avoidVP", "ignore virtual-placement replicas", "AV")
     # --- merging (§6.12)
     merge_output: bool | None = _opt("merge", "mergeOutput", "jobs write unmerged outputs that merge jobs combine", "MO")
@@ -116,7 +117,7 @@ class TaskOptions:
     um_name_at_end: bool | None = _opt("merge", "umNameAtEnd", "unmerged names end in .panda.um instead of starting with panda.um.")
     # --- resources (§3.5): initial values of the task's resource model, refined by scouts
     core_count: int | None = _opt("resources", "coreCount", "cores per job (0 = any, default 1)", None, 0, 1024)
-    max_core_count: int | None = _opt("resources", "maxCoreCount", "upper bound on cores per job", "CC", 1, 1024)
+    max_core_count: int | None = _opt("resources", "maxCoreCount", "sites whose slots have more cores than this are not used", "CC", 1, 1024)
     ram_count: int | None = _opt("resources", "ramCount", "RAM per job or per core, see ram_unit (default 2000 MBPerCore)", None, 0)
     ram_unit: str | None = _opt("resources", "ramUnit", "unit of ram_count", None, choices=("MB", "MBPerCore", "MBPerCoreFixed"), aliases=("ramCountUnit",))
     base_ram_count: int | None = _opt("resources", "baseRamCount", "RAM shared by all cores (MB)", None, 0)
@@ -174,6 +175,26 @@ def _base_type(hint: Any) -> type:
 SPECS = option_specs()
 BY_NAME = {spec.name: spec for spec in SPECS}
 BY_PANDA_KEY = {key: spec for spec in SPECS for key in (spec.panda, *spec.aliases) if key}
+
+#: Options jedictl has no model for: refused at submission (and by incexec) with the reason, rather than
+#: accepted and silently ignored. A flag set to false asks for nothing and is accepted.
+REFUSED = {
+    "min_granularity": "dynamic events per job need a pilot that picks its own event ranges; jedictl's executors "
+                       "process the ranges a job is given (use n_events_per_job)",
+    "allow_partial_finish": "job reports carry no per-file outcome, so a job cannot finish with part of its input processed",
+    "ignore_missing_in_ds": "the data catalog has no temporary metadata errors to ignore; an unknown input breaks the task "
+                            "(wait_input makes it wait)",
+    "allow_incomplete_in_ds": "brokerage already uses incomplete replicas for the files they hold; there is no "
+                              "complete-replica requirement to lift",
+    "ip_connectivity": "sites describe no worker-node connectivity to match it against",
+    "allow_input_wan": "jobs read their input at their site or through its direct-IO storage; jedictl has no remote (WAN) reading",
+    "avoid_vp": "the data catalog has no virtual-placement replicas to avoid",
+}
+#: Refused values of an otherwise implemented option.
+REFUSED_VALUES = {
+    ("allow_input_lan", "use"): "direct LAN reading is already used at direct_io sites (use_local_io turns it off); "
+                                "only 'only' changes anything",
+}
 
 # Options that cannot be combined: each pair names a contradiction a task author should fix.
 CONFLICTS = (
@@ -240,6 +261,28 @@ def _fmt(number: float) -> str:
 def build_options(values: Mapping[str, Any], path_of: Mapping[str, str]) -> TaskOptions:
     """TaskOptions from already-coerced values; checks the cross-option rules (`path_of` names fields)."""
     options = TaskOptions(**{name: value for name, value in values.items() if value is not None})
+    for name, reason in REFUSED.items():
+        if getattr(options, name) not in (None, False):
+            raise BadInput(f"is not supported by jedictl: {reason}", path_of.get(name, name))
+    for (name, value), reason in REFUSED_VALUES.items():
+        if getattr(options, name) == value:
+            raise BadInput(f"{value!r} is not supported by jedictl: {reason}", path_of.get(name, name))
+    if options.skip_files_used_by is not None and not re.fullmatch(r"\s*\d+\s*(,\s*\d+\s*)*", options.skip_files_used_by):
+        raise BadInput("must be a comma list of task ids", path_of.get("skip_files_used_by", "skip_files_used_by"))
+    if options.order_input_by and not options.n_events_per_job:
+        raise BadInput(f"needs {path_of.get('n_events_per_job', 'n_events_per_job')} (files are aligned to whole jobs of events)",
+                       path_of.get("order_input_by", "order_input_by"))
+    if options.max_core_count and options.core_count and options.core_count > options.max_core_count:
+        raise BadInput(f"is larger than {path_of.get('max_core_count', 'max_core_count')}", path_of.get("core_count", "core_count"))
+    if options.allow_input_lan == "only" and options.use_local_io:
+        raise BadInput(f"cannot be combined with {path_of.get('use_local_io', 'use_local_io')}", path_of.get("allow_input_lan", "allow_input_lan"))
+    if options.tgt_max_output_for_ng and (options.n_files_per_job or options.n_events_per_job):
+        other = "n_files_per_job" if options.n_files_per_job else "n_events_per_job"
+        raise BadInput(f"cannot be combined with {path_of.get(other, other)} (it sets n_gb_per_job)",
+                       path_of.get("tgt_max_output_for_ng", "tgt_max_output_for_ng"))
+    if options.retry_ram_offset is not None and options.retry_ram_step is None:
+        raise BadInput(f"needs {path_of.get('retry_ram_step', 'retry_ram_step')} (the RAM ladder is offset + n x step)",
+                       path_of.get("retry_ram_offset", "retry_ram_offset"))
     for first, second in CONFLICTS:
         if getattr(options, first) not in (None, False) and getattr(options, second) not in (None, False):
             raise BadInput(f"cannot be combined with {path_of.get(second, second)}", path_of.get(first, first))
@@ -252,6 +295,11 @@ def build_options(values: Mapping[str, Any], path_of: Mapping[str, str]) -> Task
     if merge_settings and not options.merge_output:
         raise BadInput(f"needs {path_of.get('merge_output', 'merge_output')}", path_of.get(merge_settings[0], merge_settings[0]))
     return options
+
+
+def skip_task_ids(value: str | None) -> list[int]:
+    """The task ids of `skip_files_used_by` ("12,15")."""
+    return [int(part) for part in (value or "").split(",") if part.strip()]
 
 
 def options_from_dict(values: Mapping[str, Any]) -> TaskOptions:

@@ -38,7 +38,7 @@ TOP_LEVEL = {
     "working_group": "working group (e.g. GP_TOP)",
     "country_group": "country group",
     "campaign": "campaign",
-    "priority": "task priority (default 1000 for label user, else 0)",
+    "priority": "task priority (default 1000 for label user, else 0; analysis tasks are capped at 1000 unless privileged, see Priority)",
     "parent": "id of the parent task this task waits for (also --parent)",
     "unique_name": "refuse a second task with this name for the same user (default true)",
     "transformation": "the program jobs run (PanDA transPath)",

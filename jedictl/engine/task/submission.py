@@ -3,14 +3,45 @@
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from jedictl.engine.input import fields
-from jedictl.engine.task.panda_params import is_panda_params, parse_panda_params
+from jedictl.engine.task.options import skip_task_ids
+from jedictl.engine.task.panda_params import ANALYSIS_LABELS, is_panda_params, parse_panda_params
 from jedictl.engine.task.spec import parse_task_spec
 from jedictl.engine.task.definition import PRIORITY_RANGE, USER_RE, TaskDefinition
 from jedictl.errors import BadInput, NotFound
+from jedictl.store import datasets as dataset_store
+from jedictl.store import tasks as task_store
+from jedictl.store.tasks import unique_key
+
+@dataclass(frozen=True)
+class PriorityPolicy:
+    """Who may raise an analysis task's priority (PanDA: only production roles and privileged users)."""
+
+    analysis_cap: int = 1000
+    super_users: tuple[str, ...] = ()
+    super_groups: tuple[str, ...] = ()
+
+    def privileged(self, definition: TaskDefinition) -> bool:
+        return definition.user_name in self.super_users or (
+            definition.working_group is not None and definition.working_group in self.super_groups)
+
+
+#: For re-parsing a stored task: its priority was capped when it was submitted.
+UNCAPPED = PriorityPolicy(analysis_cap=PRIORITY_RANGE[1])
+
+
+def capped_priority(definition: TaskDefinition, policy: PriorityPolicy) -> int:
+    """The priority an analysis task may have. PanDA's server gives every non-production submission
+    taskPriority 1000 (insertTaskParamsPanda); only super users/groups jump the queue (seed 000 "Special
+    permission"; express lane at 1500). A plain user may still lower his own task's priority."""
+    if definition.prod_source_label not in ANALYSIS_LABELS or policy.privileged(definition):
+        return definition.task_priority
+    return min(definition.task_priority, policy.analysis_cap)
+
 
 def parse_definition(
     document: dict[str, Any],
@@ -20,8 +51,10 @@ def parse_definition(
     priority: int | None = None,
     parent_id: int | None = None,
     analysis_priority: int = 1000,
+    policy: PriorityPolicy | None = None,
 ) -> TaskDefinition:
-    """Detect the format and parse. The owner is `user` (--user), else the document's, else `default_user`."""
+    """Detect the format and parse. The owner is `user` (--user), else the document's, else `default_user`.
+    Analysis priorities are capped by `policy` (default: at `analysis_priority`, nobody privileged)."""
     if user and not USER_RE.match(user):
         raise BadInput("must be letters, digits and . _ @ -", "--user")
     fields.integer(priority, "--priority", *PRIORITY_RANGE)
@@ -32,13 +65,14 @@ def parse_definition(
         definition = dataclasses.replace(definition, user_name=default_user)
     if not USER_RE.match(definition.user_name):
         raise BadInput("the task's user must be letters, digits and . _ @ -", "user")
+    allowed = capped_priority(definition, policy or PriorityPolicy(analysis_cap=analysis_priority))
+    if allowed != definition.task_priority:
+        definition = dataclasses.replace(definition, task_priority=allowed, priority_capped_from=definition.task_priority)
     return definition
 
 
 def task_row(definition: TaskDefinition) -> dict[str, Any]:
     """Column values of a newly submitted task (resource model and queues are the refiner's job)."""
-    from jedictl.store.tasks import unique_key
-
     return {
         "name": definition.name, "user_name": definition.user_name,
         "unique_name_key": unique_key(definition.user_name, definition.name) if definition.unique_name else None,
@@ -55,12 +89,55 @@ def task_row(definition: TaskDefinition) -> dict[str, Any]:
 
 def register_task(conn, definition: TaskDefinition, document: dict[str, Any], now: datetime, by: str) -> int:  # noqa: ANN001
     """Store a validated definition as a `registered` task (JEDI's task-parameter insertion)."""
-    from jedictl.store import tasks as task_store
-
     if definition.parent_id is not None and task_store.parent_status(conn, definition.parent_id) is None:
         raise NotFound(f"parent task {definition.parent_id} does not exist", "parent")
+    for used_by in skip_task_ids(definition.options.skip_files_used_by):
+        if task_store.parent_status(conn, used_by) is None:
+            raise NotFound(f"task {used_by} does not exist", "skip_files_used_by")
     if definition.unique_name:
         existing = task_store.find_same_name(conn, definition.user_name, definition.name)
         if existing is not None:
             raise BadInput(f"task {existing.id} ({existing.status}) already has this name for user {definition.user_name}", "name")
+    refuse_shared_outputs(conn, definition)
     return task_store.insert_task(conn, task_row(definition), document, definition.format, definition.unknown_keys, now, by)
+
+
+def refuse_shared_outputs(conn, definition: TaskDefinition, task_id: int | None = None) -> None:  # noqa: ANN001
+    """An output dataset belongs to one task (seed 000 "Task retry and resubmission": each task has a
+    unique outDS; file usage is recorded per task). Another task writing the same dataset would be told
+    to write the same file names, so the new one is refused -- the owner is continued with `task
+    incexec` -- unless it sets allowTaskDuplication, the explicit opt-out.
+
+    At submission (`task_id` None) tasks not refined yet count too: their datasets exist only in their
+    documents. The refiner (`task_id`: the task it refines) looks at refined tasks only, so of two
+    submissions that raced past each other's check the first refined keeps the dataset."""
+    if definition.options.allow_task_duplication:
+        return
+    owner = output_owner(conn, definition, task_id, unrefined=task_id is None)
+    if owner is not None:
+        dataset, other, status = owner
+        raise BadInput(f"output dataset {dataset.name} belongs to task {other} ({status}); continue that task with "
+                       f"`jedictl task incexec {other}`, or set allowTaskDuplication to write to it from a new task",
+                       dataset.path or "outDS")
+
+
+def output_owner(conn, definition: TaskDefinition, task_id: int | None = None,  # noqa: ANN001
+                 unrefined: bool = True) -> tuple[Any, int, str] | None:
+    """(the dataset definition, the other task, its status) for the first output or log dataset of
+    `definition` (in its order) that another task writes, else None."""
+    outputs = definition.outputs()
+    owners: dict[str, tuple[int, str]] = {}
+    for row in dataset_store.output_owners(conn, [d.name for d in outputs]):
+        if row.task_id != task_id:
+            owners.setdefault(row.name, (row.task_id, row.status))
+    for row in dataset_store.unrefined_documents(conn) if unrefined else ():
+        try:
+            other = parse_definition(row.document, user=row.user_name, default_user=row.user_name, policy=UNCAPPED)
+        except BadInput:
+            continue  # a document that does not parse breaks at refinement and writes nothing
+        for dataset in other.outputs():
+            owners.setdefault(dataset.name, (row.task_id, row.status))
+    for dataset in outputs:
+        if dataset.name in owners:
+            return (dataset, *owners[dataset.name])
+    return None

@@ -12,8 +12,6 @@ import random
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
-
 from jedictl.config import Settings
 from jedictl.engine.brokerage.loading import chunk_of, load_catalog, load_site_loads, load_task_works, load_throttle_input, next_chunk_files
 from jedictl.engine.catalogs.data import DataCatalog
@@ -24,7 +22,7 @@ from jedictl.engine.brokerage.task_brokerage import choose_nucleus
 from jedictl.engine.shares.throttler import throttle_decision
 from jedictl.model import TASK_FINAL, TaskStatus
 from jedictl.store import tasks as task_store
-from jedictl.store.schema import datasets, files
+from jedictl.store import views as view_store
 
 
 def explain_task(conn: Any, task_id: int, settings: Settings, now: datetime, data: DataCatalog, seed: int | None = None) -> dict[str, Any]:
@@ -53,10 +51,10 @@ def explain_task(conn: Any, task_id: int, settings: Settings, now: datetime, dat
     catalog = load_catalog(conn)
     loads = load_site_loads(conn)
     requirements = task_requirements_from_row(task._mapping, options)
-    chunk = chunk_of(next_chunk_files(conn, task_id, settings.task_broker.input_files), data, is_scout=task.status == TaskStatus.READY.value and not options.skip_scout)
+    chunk = chunk_of(next_chunk_files(conn, task_id, settings.task_broker.input_files), data, is_scout=task.status == TaskStatus.READY.value and not options.skip_scout and not task.scouts_done,
+                     files_per_job=options.n_files_per_job, events_per_job=options.n_events_per_job)
     if task.status == TaskStatus.ASSIGNING.value:
-        tokens = sorted({row[0] or "" for row in conn.execute(select(datasets.c.storage_token).where(
-            datasets.c.task_id == task_id, datasets.c.type.in_(["output", "log"])))})
+        tokens = view_store.output_storage_tokens(conn, task_id)
         nuclei = choose_nucleus(requirements, chunk, catalog, load_task_works(conn), loads, settings.task_broker, settings.brokerage,
                                 random.Random(seed), output_tokens=tokens)
         report["nucleus_brokerage"] = nuclei.rows()
@@ -68,7 +66,7 @@ def explain_task(conn: Any, task_id: int, settings: Settings, now: datetime, dat
         if decision.throttled:
             summary.append(f"its queue {task.gshare}/{task.resource_type} is throttled: {decision.message}")
     if chunk.n_files:
-        sites = broker_job_sites(requirements, chunk, catalog, loads, settings.brokerage)
+        sites = broker_job_sites(requirements, chunk, catalog, loads, settings.brokerage, throttle=settings.throttle)
         report["brokerage"] = [_fate_row(row) for row in sites.rows()]
         summary.append(f"{len(sites.candidates)} sites can run its next jobs" if sites.ok else f"no site can run its next jobs ({sites.summary()})")
     elif task.status in ("ready", "running", "scouting"):
@@ -78,12 +76,7 @@ def explain_task(conn: Any, task_id: int, settings: Settings, now: datetime, dat
 
 
 def _files_by_status(conn: Any, task_id: int) -> list[dict[str, Any]]:
-    rows = conn.execute(
-        select(datasets.c.name, datasets.c.type, files.c.status, func.count())
-        .join(datasets, datasets.c.id == files.c.dataset_id).where(datasets.c.task_id == task_id)
-        .group_by(datasets.c.name, datasets.c.type, files.c.status).order_by(datasets.c.name, files.c.status)
-    )
-    return [{"dataset": r[0], "type": r[1], "status": r[2], "files": r[3]} for r in rows]
+    return [{"dataset": r[0], "type": r[1], "status": r[2], "files": r[3]} for r in view_store.files_by_status(conn, task_id)]
 
 
 def _fate_row(row: dict[str, Any]) -> dict[str, Any]:

@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from jedictl.engine.input.fields import INT32_MAX, INT64_MAX
 from jedictl.errors import BadInput, NotFound
 from jedictl.store import jobs as job_store
 
@@ -26,9 +27,20 @@ def parse_job_ref(text: str) -> JobRef:
     match = _REFERENCE.match(text.strip())
     if not match:
         raise BadInput("must be a job id (4711) or TASK.INDEX (12.3)", "JOB")
+    first = int(match.group(1))
+    # Ids are BIGINT, the task's job index an INTEGER column: a number beyond them names no job, and
+    # the drivers would fail on it (OverflowError on SQLite, NumericValueOutOfRange on PostgreSQL).
     if match.group(2) is None:
-        return JobRef(job_id=int(match.group(1)))
-    return JobRef(task_id=int(match.group(1)), index=int(match.group(2)))
+        return JobRef(job_id=_bounded(first, INT64_MAX, "job id"))
+    return JobRef(task_id=_bounded(first, INT64_MAX, "task id"), index=_bounded(int(match.group(2)), INT32_MAX, "job index"))
+
+
+def _bounded(value: int, highest: int, what: str) -> int:
+    if value < 1:
+        raise BadInput(f"{what} must be at least 1", "JOB")
+    if value > highest:
+        raise BadInput(f"{what} must be at most {highest}", "JOB")
+    return value
 
 
 def job_summary(row: Any) -> dict[str, Any]:

@@ -16,6 +16,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from jedictl.store import views as view_store
+
 PREFIX = "jedictl"
 _AGENT_LABEL = re.compile(r'\{[^}]*agent="([^"]+)"')
 _HELP = {
@@ -117,11 +119,5 @@ def write_metrics(path: str, figures: Iterable[PassFigures], tasks: Mapping[str,
 
 def status_counts(store: Any) -> tuple[dict[str, int], dict[str, int]]:
     """Tasks and jobs per status, read in one short transaction."""
-    from sqlalchemy import func, select
-
-    from jedictl.store.schema import jobs, tasks
-
     with store.read() as conn:
-        task_counts = dict(conn.execute(select(tasks.c.status, func.count()).group_by(tasks.c.status)).all())
-        job_counts = dict(conn.execute(select(jobs.c.status, func.count()).group_by(jobs.c.status)).all())
-    return task_counts, job_counts
+        return view_store.task_status_counts(conn), view_store.job_status_counts(conn)

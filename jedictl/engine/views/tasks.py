@@ -6,6 +6,10 @@ from typing import Any, Sequence
 
 from jedictl.engine.task import split_rule
 from jedictl.engine.task.options import options_from_dict
+from jedictl.store import datasets as dataset_store
+from jedictl.store import jobs as job_store
+from jedictl.store import task_commands as command_store
+from jedictl.store import tasks as task_store
 
 COUNTERS = ("n_files", "n_files_to_be_used", "n_files_used", "n_files_finished", "n_files_failed",
             "n_files_on_hold", "n_files_missing", "n_events", "n_events_to_be_used", "n_events_used")
@@ -23,8 +27,6 @@ def task_summary(row: Any) -> dict[str, Any]:
 
 
 def list_tasks(conn, status: Sequence[str] = (), user: str | None = None, limit: int = 100) -> list[dict[str, Any]]:  # noqa: ANN001
-    from jedictl.store import tasks as task_store
-
     return [task_summary(row) for row in task_store.list_tasks(conn, status, user, limit)]
 
 
@@ -32,10 +34,6 @@ def task_details(conn, task_id: int) -> dict[str, Any]:  # noqa: ANN001
     """Everything about one task: identity, status, options, resources, datasets, templates, its jobs
     per status with their aggregate state (job_summary), history and the commands given to it."""
     from jedictl.engine.views.job_summary import summarise
-    from jedictl.store import datasets as dataset_store
-    from jedictl.store import jobs as job_store
-    from jedictl.store import task_commands as command_store
-    from jedictl.store import tasks as task_store
 
     row = task_store.get_task(conn, task_id)
     params = task_store.get_params(conn, task_id)

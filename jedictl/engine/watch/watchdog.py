@@ -44,6 +44,10 @@ from jedictl.engine.watch.policy import (
     throttle,
 )
 from jedictl.model import TASK_FOR_JOB_GENERATOR, DatasetType, TaskStatus
+from jedictl.store import leases
+from jedictl.store import tasks as task_store
+from jedictl.store import watchdog as store
+from jedictl.store.schema import tasks
 
 S = TaskStatus
 BY = "jedictl watch"
@@ -75,8 +79,6 @@ class Watchdog:
     # ------------------------------------------------------------------------------------ actions
 
     def leases(self) -> None:
-        from jedictl.store import watchdog as store
-
         with self.store.read() as conn:
             expired = [WatchedTask.from_row(row) for row in store.expired_leases(conn, self.now, self.limit)]
             picked = store.picked_counts(conn, _PICKING)
@@ -88,9 +90,6 @@ class Watchdog:
                 self._apply(action, [task.status])
 
     def pending(self) -> None:
-        from jedictl.store import watchdog as store
-        from jedictl.store.schema import tasks
-
         # A task pending on its parent (old status registered) is re-checked by every refine pass and
         # never times out: retrying it here would only add history lines.
         with self.store.read() as conn:
@@ -102,9 +101,6 @@ class Watchdog:
             self._apply(reactivate_pending(task, self.now, self.watch, parent_status=parents.get(row.parent_id)), [S.PENDING])
 
     def exhausted(self) -> None:
-        from jedictl.store import watchdog as store
-        from jedictl.store.schema import tasks
-
         cutoff = self.now - timedelta(hours=self.watch.wait_for_exhausted_hours)
         with self.store.read() as conn:
             rows = store.free_tasks(conn, [S.EXHAUSTED], self.now, self.limit, tasks.c.modified_at <= cutoff)
@@ -120,9 +116,6 @@ class Watchdog:
             self.report.add(outcome, job_id=item["job_id"], reason=item.get("reason"))
 
     def throttle(self) -> None:
-        from jedictl.store import watchdog as store
-        from jedictl.store.schema import tasks
-
         with self.store.read() as conn:
             rows = store.free_tasks(conn, sorted(TASK_FOR_JOB_GENERATOR), self.now, self.limit, tasks.c.num_throttled.is_not(None))
             averages = store.failed_attempt_averages(conn, [row.id for row in rows])
@@ -131,8 +124,6 @@ class Watchdog:
                 self._apply(throttle(WatchedTask.from_row(row), averages[row.id], self.now, self.watch), [row.status])
 
     def release_throttled(self) -> None:
-        from jedictl.store import watchdog as store
-
         with self.store.read() as conn:
             rows = store.free_tasks(conn, [S.THROTTLED], self.now, self.limit)
             by_task = store.datasets_by_task(conn, [row.id for row in rows])
@@ -142,8 +133,6 @@ class Watchdog:
             self._apply(release_throttled(WatchedTask.from_row(row), self.now, released_files_done=done), [S.THROTTLED])
 
     def boost(self) -> None:
-        from jedictl.store import watchdog as store
-
         with self.store.read() as conn:
             rows, progress, parents = self._running(conn)
             available = self._share_available(conn)
@@ -171,9 +160,6 @@ class Watchdog:
                     self._command(each)
 
     def goals(self) -> None:
-        from jedictl.store import watchdog as store
-        from jedictl.store.schema import tasks
-
         cutoff = self.now - timedelta(minutes=self.watch.wait_for_achieved_minutes)
         with self.store.read() as conn:
             rows = store.free_tasks(conn, [S.RUNNING, S.PENDING], self.now, self.limit, store.due(tasks.c.assessed_at, cutoff))
@@ -208,8 +194,6 @@ class Watchdog:
 
     def _running(self, conn: Any) -> tuple[list[Any], dict[int, TaskProgress], dict[int, str]]:
         """Running tasks with their progress (master counters and job counts) and parents' statuses."""
-        from jedictl.store import watchdog as store
-
         rows = store.free_tasks(conn, [S.RUNNING], self.now, self.limit)
         ids = [row.id for row in rows]
         by_task = store.datasets_by_task(conn, ids)
@@ -221,7 +205,6 @@ class Watchdog:
     def _share_available(self, conn: Any) -> bool:
         from jedictl.engine.shares.global_shares import load_shares
         from jedictl.errors import BadInput
-        from jedictl.store import watchdog as store
 
         name = self.watch.boost_share
         defined = store.share_defined(conn, name)
@@ -237,11 +220,6 @@ class Watchdog:
         put picked files back, give the lease up -- one transaction, or nothing if the task moved."""
         if action is None:
             return
-        from jedictl.store import leases
-        from jedictl.store import tasks as task_store
-        from jedictl.store import watchdog as store
-        from jedictl.store.schema import tasks
-
         try:
             with self.store.begin() as conn:
                 if not leases.claim_one(conn, tasks, action.task_id, self.owner, self.now, self.settings.lease.seconds):

@@ -10,9 +10,8 @@ from jedictl.engine.commando.rules import (
     COMMANDS,
     QUEUED_JOB_STATUSES,
     CommandTask,
-    DatasetDelta,
-    FileRecord,
-    FileUpdate,
+    DatasetChange,
+    FileChange,
     children_to_retry,
     default_comment,
     done_status,
@@ -24,6 +23,7 @@ from jedictl.engine.commando.rules import (
 )
 from jedictl.engine.task.final_status import DatasetRecord
 from jedictl.model import TaskStatus
+from jedictl.model.files import FileRecord
 
 # Every status a task can be in: jedictl's own plus JEDI's that model.TaskStatus does not list yet.
 ALL_STATUSES = sorted({s.value for s in TaskStatus} | {"toabort", "toreassign", "reassigning", "staging"})
@@ -156,13 +156,13 @@ SECONDARY = DatasetRecord(id=2, type="input", status="done", master_id=1, n_file
                           n_files_failed=1)
 OUTPUT = DatasetRecord(id=3, type="output", status="finished", n_files=6, n_files_finished=1)
 FILES = [
-    FileRecord(11, 1, "finished", attempt_nr=1, max_attempt=3),
-    FileRecord(12, 1, "ready", attempt_nr=3, max_attempt=3),  # out of attempts
-    FileRecord(13, 1, "failed", attempt_nr=3, max_attempt=3),
-    FileRecord(14, 1, "ready", attempt_nr=1, max_attempt=3, failed_attempt=3, max_failure=3),  # out of failures
-    FileRecord(15, 1, "running", attempt_nr=1, max_attempt=3),  # left behind by a killed job
-    FileRecord(16, 1, "picked", attempt_nr=0, max_attempt=3),
-    FileRecord(21, 2, "ready", attempt_nr=3, max_attempt=3),
+    FileRecord(11, 1, "input", "finished", attempt_nr=1, max_attempt=3),
+    FileRecord(12, 1, "input", "ready", attempt_nr=3, max_attempt=3),  # out of attempts
+    FileRecord(13, 1, "input", "failed", attempt_nr=3, max_attempt=3),
+    FileRecord(14, 1, "input", "ready", attempt_nr=1, max_attempt=3, failed_attempt=3, max_failure=3),  # out of failures
+    FileRecord(15, 1, "input", "running", attempt_nr=1, max_attempt=3),  # left behind by a killed job
+    FileRecord(16, 1, "input", "picked", attempt_nr=0, max_attempt=3),
+    FileRecord(21, 2, "input", "ready", attempt_nr=3, max_attempt=3),
 ]
 
 
@@ -171,17 +171,17 @@ def test_retry_resets_only_unsuccessful_inputs():
                       task_priority=800)
     assert (plan.outcome, plan.status) == ("retried", "ready")
     assert plan.files == (
-        FileUpdate(12, {"status": "ready", "max_attempt": 8}),
-        FileUpdate(13, {"status": "ready", "max_attempt": 8}),
-        FileUpdate(14, {"status": "ready", "max_attempt": 8, "max_failure": 8}),
-        FileUpdate(15, {"status": "ready", "attempt_nr": 2, "max_attempt": 8}),
-        FileUpdate(16, {"status": "ready", "attempt_nr": 1, "max_attempt": 8}),
-        FileUpdate(21, {"status": "ready", "max_attempt": 8}),
+        FileChange(12, {"status": "ready", "max_attempt": 8}),
+        FileChange(13, {"status": "ready", "max_attempt": 8}),
+        FileChange(14, {"status": "ready", "max_attempt": 8, "max_failure": 8}),
+        FileChange(15, {"status": "ready", "attempt_nr": 2, "max_attempt": 8}),
+        FileChange(16, {"status": "ready", "attempt_nr": 1, "max_attempt": 8}),
+        FileChange(21, {"status": "ready", "max_attempt": 8}),
     )
     assert plan.datasets == (
-        DatasetDelta(1, {"n_files_used": -5, "n_files_failed": -3}, "ready"),
-        DatasetDelta(2, {"n_files_used": -1, "n_files_failed": -1}, "ready"),
-        DatasetDelta(3, {}, "done"),
+        DatasetChange(1, {"n_files_used": -5, "n_files_failed": -3}, "ready"),
+        DatasetChange(2, {"n_files_used": -1, "n_files_failed": -1}, "ready"),
+        DatasetChange(3, {}, "done"),
     )
     assert plan.task_values == {"attempt_nr": 2, "started_at": None, "frozen_at": None, "old_status": None,
                                 "current_priority": 800}
@@ -191,7 +191,7 @@ def test_retry_resets_only_unsuccessful_inputs():
 def test_retry_with_a_new_max_attempt_and_qualifiers():
     plan = plan_retry("toretry", "failed", [MASTER], FILES[:3], attempt_increase=5, max_attempt=10,
                       qualifiers=["keep", "sole"], task_priority=800)
-    assert plan.files == (FileUpdate(12, {"status": "ready", "max_attempt": 10}), FileUpdate(13, {"status": "ready", "max_attempt": 10}))
+    assert plan.files == (FileChange(12, {"status": "ready", "max_attempt": 10}), FileChange(13, {"status": "ready", "max_attempt": 10}))
     assert "current_priority" not in plan.task_values and not plan.retry_children
     # a ceiling the files already reached changes nothing: back to the old status
     unchanged = plan_retry("toretry", "failed", [MASTER], FILES[:3], attempt_increase=5, max_attempt=3)
@@ -200,7 +200,7 @@ def test_retry_with_a_new_max_attempt_and_qualifiers():
 
 def test_retry_of_a_fully_done_master_changes_nothing():
     done = DatasetRecord(id=1, type="input", status="done", n_files=1, n_files_to_be_used=1, n_files_used=1, n_files_finished=1)
-    plan = plan_retry("toretry", "finished", [done], [FileRecord(11, 1, "finished", 1, 3)], attempt_increase=5)
+    plan = plan_retry("toretry", "finished", [done], [FileRecord(11, 1, "input", "finished", 1, 3)], attempt_increase=5)
     assert (plan.outcome, plan.status) == ("unchanged", "finished")
 
 
@@ -210,18 +210,18 @@ def test_retry_of_an_exhausted_task_keeps_running_files_and_always_goes_ready():
 
 
 def test_incexec_recovers_lost_files_and_forgets_per_file_ram():
-    files = [FileRecord(31, 1, "lost", attempt_nr=0, max_attempt=3), FileRecord(32, 1, "ready", 1, 3, ram_count=4000),
-             FileRecord(33, 1, "ready", attempt_nr=3, max_attempt=3, ram_count=6000)]
+    files = [FileRecord(31, 1, "input", "lost", attempt_nr=0, max_attempt=3), FileRecord(32, 1, "input", "ready", 1, 3, ram_count=4000),
+             FileRecord(33, 1, "input", "ready", attempt_nr=3, max_attempt=3, ram_count=6000)]
     dataset = DatasetRecord(id=1, type="input", status="done", n_files=3, n_files_to_be_used=2, n_files_used=2,
                             n_files_finished=1, n_files_failed=1, n_files_missing=1)
     plan = plan_retry("toincexec", "done", [dataset], files, attempt_increase=5, incexec=True)
     assert (plan.outcome, plan.status) == ("retried", "rerefine")
     assert plan.files == (
-        FileUpdate(31, {"status": "ready"}),
-        FileUpdate(32, {"ram_count": 0}),
-        FileUpdate(33, {"status": "ready", "max_attempt": 8, "ram_count": 0}),
+        FileChange(31, {"status": "ready"}),
+        FileChange(32, {"ram_count": 0}),
+        FileChange(33, {"status": "ready", "max_attempt": 8, "ram_count": 0}),
     )
-    assert plan.datasets == (DatasetDelta(1, {"n_files_used": -1, "n_files_failed": -1, "n_files": 1,
+    assert plan.datasets == (DatasetChange(1, {"n_files_used": -1, "n_files_failed": -1, "n_files": 1,
                                               "n_files_to_be_used": 1, "n_files_missing": -1}, "toupdate"),)
 
 
@@ -242,13 +242,13 @@ def test_children_are_retried_unless_aborted_broken_or_failed():
 
 
 def test_finish_makes_every_ready_input_terminal():
-    files = [FileRecord(41, 1, "ready", attempt_nr=1, max_attempt=3), FileRecord(42, 1, "ready", attempt_nr=0, max_attempt=3),
-             FileRecord(43, 1, "ready", attempt_nr=3, max_attempt=3), FileRecord(44, 1, "finished", 1, 3),
-             FileRecord(45, 1, "ready", keep_track=False), FileRecord(46, 3, "defined")]
+    files = [FileRecord(41, 1, "input", "ready", attempt_nr=1, max_attempt=3), FileRecord(42, 1, "input", "ready", attempt_nr=0, max_attempt=3),
+             FileRecord(43, 1, "input", "ready", attempt_nr=3, max_attempt=3), FileRecord(44, 1, "input", "finished", 1, 3),
+             FileRecord(45, 1, "input", "ready", keep_track=False), FileRecord(46, 3, "input", "defined")]
     updates, deltas = finish_files([MASTER, OUTPUT], files)
-    assert updates == [FileUpdate(41, {"status": "failed", "max_attempt": 1}), FileUpdate(42, {"status": "failed", "max_attempt": 0})]
+    assert updates == [FileChange(41, {"status": "failed", "max_attempt": 1}), FileChange(42, {"status": "failed", "max_attempt": 0})]
     # failed files count as used; the watermark is raised to cover them (6 used + 2 > 6 released)
-    assert deltas == [DatasetDelta(1, {"n_files_failed": 2, "n_files_used": 2, "n_files_to_be_used": 2})]
+    assert deltas == [DatasetChange(1, {"n_files_failed": 2, "n_files_used": 2, "n_files_to_be_used": 2})]
 
 
 @pytest.mark.parametrize("nucleus,old,expected", [

@@ -19,6 +19,7 @@ only when the group is refused), so splitting is O(n) in the records of the chun
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from jedictl.engine.generate.splitters.jedi_model import (
     BOUNDARY_MANY,
@@ -40,12 +41,15 @@ def split_chunk(chunk: InputChunk, limits: JobLimits) -> SplitResult:
 
 
 def split_at_site(
-    chunk: InputChunk, limits: JobLimits, cursor: SplitCursor = START, max_sub_chunks: int | None = None
+    chunk: InputChunk, limits: JobLimits, cursor: SplitCursor = START, max_sub_chunks: int | None = None,
+    refuse: Callable[[SubChunk], str | None] | None = None,
 ) -> SplitResult:
     """Up to `max_sub_chunks` sub-chunks from `cursor` for the site whose limits are given.
 
     The generator draws a site, calls this with `sub_chunks_per_site(...)` and goes on from the returned
-    cursor with the next site; to undo a site, it simply keeps the previous cursor.
+    cursor with the next site; to undo a site, it simply keeps the previous cursor. `refuse` (the
+    site's verdict on one job) stops the split before a sub-chunk the site would refuse -- the first
+    group of records is taken whatever it needs, so one group alone may exceed the site's limits.
     """
     found: list[SubChunk] = []
     while max_sub_chunks is None or len(found) < max_sub_chunks:
@@ -56,6 +60,9 @@ def split_at_site(
         if sub_chunk.short and limits.skip_short_output:
             # JEDI returns nothing for a short chunk and ends the split; the records stay unused.
             return SplitResult(tuple(found), cursor, short_dropped=True)
+        reason = refuse(sub_chunk) if refuse is not None else None
+        if reason is not None:
+            return SplitResult(tuple(found), cursor, refused=reason)
         found.append(sub_chunk)
         cursor = after
     return SplitResult(tuple(found), cursor)

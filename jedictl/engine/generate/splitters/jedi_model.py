@@ -180,3 +180,5 @@ class SplitResult:
     cursor: SplitCursor
     #: a short sub-chunk was dropped (skipShortOutput); its records and all later ones stay unused
     short_dropped: bool = False
+    #: why the site refused the next sub-chunk (split_at_site's `refuse`); it and later ones stay unused
+    refused: str | None = None

@@ -1,7 +1,9 @@
-"""Value types shared by the engine and the store: the status vocabularies and their fixed sets.
+"""Value types shared by the engine and the store: the status vocabularies and their fixed sets here,
+the rows both layers pass each other in the modules beside this one (`files`, `catalog`, `retry`).
 
 Names follow JEDI's vocabulary (reference/jedi-inventory.md §2, panda-server.md §1.2-1.4). They live here
-so that `engine` and `store` can both import them without importing each other.
+so that `engine` and `store` can both import them without importing each other; this package imports
+nothing else of jedictl (an import-linter contract keeps it so).
 """
 
 from __future__ import annotations
@@ -124,6 +126,10 @@ class JobStatus(StrEnum):
 
 
 JOB_FINAL = frozenset({JobStatus.FINISHED, JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.CLOSED})
+#: A site's slots (its caps: max_queued, max_running, job_caps; WMCore's pending and running thresholds):
+#: jobs made for the site and not executing yet hold a pending slot, jobs handed to a pilot a running one.
+SLOT_PENDING = ("defined", "assigned", "activated", "throttled")
+SLOT_RUNNING = ("sent", "starting", "running")
 
 
 class CommandStatus(StrEnum):

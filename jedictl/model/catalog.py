@@ -1,0 +1,65 @@
+"""The data catalog's values (JEDI's DDM): datasets, files and replicas as a catalog lists them, and a
+parsed catalog import. The engine's `catalogs.data` reads and validates them; the store's
+`data_catalog` writes and returns them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+
+class CatalogFile(NamedTuple):
+    """One file of a dataset. A NamedTuple: the feeder streams millions of them."""
+
+    lfn: str
+    scope: str | None = None
+    guid: str | None = None
+    size: int | None = None
+    checksum: str | None = None
+    n_events: int | None = None
+    run: int | None = None
+    lumi_blocks: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class CatalogDataset:
+    name: str
+    kind: str  # dataset | container
+    state: str  # open | closed
+    scope: str | None = None
+
+
+@dataclass(frozen=True)
+class Replica:
+    endpoint: str
+    complete: bool
+    kind: str  # disk | tape (the endpoint's)
+
+
+@dataclass(frozen=True)
+class DatasetImport:
+    name: str
+    scope: str | None
+    state: str | None  # None: leave an existing dataset's state alone (new datasets are open)
+    files: list[CatalogFile]
+    replicas: list[tuple[str, bool, tuple[str, ...] | None]]  # (endpoint, complete, files present if incomplete)
+    attributes: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ContainerImport:
+    name: str
+    datasets: list[str]
+    state: str = "closed"
+
+
+@dataclass(frozen=True)
+class CatalogImport:
+    datasets: list[DatasetImport]
+    containers: list[ContainerImport]
+
+
+def file_as_dict(file: CatalogFile) -> dict[str, Any]:
+    data = {"lfn": file.lfn, "scope": file.scope, "guid": file.guid, "size": file.size, "checksum": file.checksum,
+            "events": file.n_events, "run": file.run, "lumi_blocks": list(file.lumi_blocks) if file.lumi_blocks is not None else None}
+    return {k: v for k, v in data.items() if v is not None}

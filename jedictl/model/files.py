@@ -1,0 +1,90 @@
+"""The `files` and `job_files` rows, and the changes to them and to dataset counters, as the engine
+decides them and the store applies them (jobs.results, jobs.outcomes, commando; store.job_outcomes)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from jedictl.model import FileStatus
+
+
+@dataclass(frozen=True)
+class JobFileRecord:
+    """A `job_files` row: attempt_nr is the file's attemptNr when the job was generated."""
+
+    file_id: int | None
+    dataset_id: int
+    lfn: str
+    type: str  # input | pseudo_input | output | log
+    attempt_nr: int
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    """A `files` row (JEDI dataset contents)."""
+
+    id: int
+    dataset_id: int
+    type: str
+    status: str
+    attempt_nr: int = 0
+    max_attempt: int | None = None
+    failed_attempt: int = 0
+    max_failure: int | None = None
+    keep_track: bool = True
+    n_events: int | None = None
+    start_event: int | None = None
+    end_event: int | None = None
+    ram_count: int | None = None  # per-file RAM set by the retry module
+
+    @property
+    def exhausted(self) -> bool:
+        """No attempt left: `failed` (jedictl's job results) or, as JEDI keeps them, `ready` but out of
+        attempts or failures."""
+        if self.status == FileStatus.FAILED:
+            return True
+        if self.status != FileStatus.READY:
+            return False
+        out_of_attempts = self.max_attempt is not None and self.attempt_nr >= self.max_attempt
+        out_of_failures = self.max_failure is not None and self.failed_attempt >= self.max_failure
+        return out_of_attempts or out_of_failures
+
+
+@dataclass(frozen=True)
+class DatasetDelta:
+    """Relative changes to one `datasets` row's counters."""
+
+    dataset_id: int
+    n_files_used: int = 0
+    n_files_finished: int = 0
+    n_files_failed: int = 0
+    n_files_on_hold: int = 0
+    n_events_used: int = 0
+    n_events: int = 0
+    n_files_to_be_used: int = 0  # unmerged outputs released to merge jobs (JEDI raises the trn dataset's watermark)
+
+    def __add__(self, other: DatasetDelta) -> DatasetDelta:
+        return DatasetDelta(self.dataset_id, *(getattr(self, name) + getattr(other, name) for name in COUNTERS))
+
+    def is_zero(self) -> bool:
+        return not any(getattr(self, name) for name in COUNTERS)
+
+
+COUNTERS = ("n_files_used", "n_files_finished", "n_files_failed", "n_files_on_hold", "n_events_used", "n_events", "n_files_to_be_used")
+
+
+@dataclass(frozen=True)
+class FileUpdate:
+    """New values for one `files` row, valid only if the row is still as the job left it."""
+
+    file_id: int
+    expected_attempt_nr: int
+    expected_statuses: tuple[str, ...]
+    status: str
+    attempt_nr: int
+    failed_attempt: int
+    values: Mapping[str, Any] = field(default_factory=dict)  # other columns: size, checksum, guid, n_events, keep_track ...
+    delta: DatasetDelta | None = None
+

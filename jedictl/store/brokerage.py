@@ -1,0 +1,92 @@
+"""Named reads for brokerage (engine.brokerage.loading turns them into its values): the resource catalog,
+the live load of sites, the remaining work of tasks with a nucleus, the next chunk's input records, and
+the job and task counts the throttler weighs. Statuses arrive from the engine as plain strings."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from sqlalchemy import Connection, Row, func, select
+
+from jedictl.model import FileStatus
+from jedictl.store.schema import datasets, files, jobs, nuclei, site_storage, sites, storage_endpoints, tasks
+
+
+def catalog_rows(conn: Connection) -> tuple[list[Mapping[str, Any]], ...]:
+    """Rows of sites (by name), site storage, storage endpoints and nuclei."""
+    return tuple([r._mapping for r in conn.execute(query)]
+                 for query in (select(sites).order_by(sites.c.name), select(site_storage), select(storage_endpoints), select(nuclei)))
+
+
+def site_load_rows(conn: Connection, statuses: Collection[str]) -> list[Mapping[str, Any]]:
+    """Job counts (`n`) per site, status and resource type of jobs in `statuses` (one GROUP BY)."""
+    rows = conn.execute(
+        select(jobs.c.site, jobs.c.status, jobs.c.resource_type, func.count().label("n"))
+        .where(jobs.c.site.is_not(None), jobs.c.status.in_(list(statuses)))
+        .group_by(jobs.c.site, jobs.c.status, jobs.c.resource_type)
+    )
+    return [r._mapping for r in rows]
+
+
+def slot_load_rows(conn: Connection, statuses: Collection[str]) -> list[Mapping[str, Any]]:
+    """Job counts (`n`) and the highest current priority (`priority`) per site, prodSourceLabel and status
+    of jobs in `statuses`: what a site's caps are measured against (one GROUP BY)."""
+    rows = conn.execute(
+        select(jobs.c.site, jobs.c.prod_source_label, jobs.c.status, func.count().label("n"),
+               func.max(jobs.c.current_priority).label("priority"))
+        .where(jobs.c.site.is_not(None), jobs.c.status.in_(list(statuses)))
+        .group_by(jobs.c.site, jobs.c.prod_source_label, jobs.c.status)
+    )
+    return [r._mapping for r in rows]
+
+
+def task_work_rows(conn: Connection, statuses: Collection[str]) -> list[Row]:
+    """(id, nucleus, status, current_priority, cpu_time, cpu_time_unit, work_queue, master input events,
+    master input events used) of every task in `statuses` with a nucleus."""
+    events = (select(datasets.c.task_id, func.sum(datasets.c.n_events).label("n_events"), func.sum(datasets.c.n_events_used).label("used"))
+              .where(datasets.c.master_id.is_(None), datasets.c.type.in_(["input", "pseudo_input"]))
+              .group_by(datasets.c.task_id).subquery())
+    return list(conn.execute(
+        select(tasks.c.id, tasks.c.nucleus, tasks.c.status, tasks.c.current_priority, tasks.c.cpu_time, tasks.c.cpu_time_unit,
+               tasks.c.work_queue, func.coalesce(events.c.n_events, 0), func.coalesce(events.c.used, 0))
+        .outerjoin(events, events.c.task_id == tasks.c.id)
+        .where(tasks.c.nucleus.is_not(None), tasks.c.status.in_(list(statuses)))
+    ))
+
+
+def next_chunk_files(conn: Connection, task_id: int, limit: int) -> list[Row]:
+    """(lfn, size, n_events, dataset) of the master input records the generator would take next:
+    released, ready, still attemptable, in id order."""
+    masters = select(datasets.c.id).where(datasets.c.task_id == task_id, datasets.c.master_id.is_(None),
+                                          datasets.c.type.in_(["input", "pseudo_input"]))
+    return list(conn.execute(
+        select(files.c.lfn, files.c.size, files.c.n_events, datasets.c.name.label("dataset"))
+        .join(datasets, datasets.c.id == files.c.dataset_id)
+        .where(files.c.dataset_id.in_(masters), files.c.status == FileStatus.READY.value,
+               (files.c.max_attempt.is_(None)) | (files.c.attempt_nr < files.c.max_attempt))
+        .order_by(files.c.id).limit(limit)
+    ))
+
+
+def share_job_counts(conn: Connection, share: str, resource_type: str | None) -> dict[str, int]:
+    """Jobs per status of one global share (and resource type, when given)."""
+    return dict(conn.execute(select(jobs.c.status, func.count()).where(*_share_scope(share, resource_type))
+                             .group_by(jobs.c.status)).all())
+
+
+def top_queued_priority(conn: Connection, share: str, resource_type: str | None, statuses: Collection[str]) -> Row | None:
+    """(priority, job count) of the highest priority among the share's jobs in `statuses`, or None."""
+    return conn.execute(
+        select(jobs.c.current_priority, func.count()).where(*_share_scope(share, resource_type), jobs.c.status.in_(list(statuses)))
+        .group_by(jobs.c.current_priority).order_by(jobs.c.current_priority.desc()).limit(1)).first()
+
+
+def top_task_priority(conn: Connection, share: str, statuses: Collection[str]) -> int | None:
+    """The highest current priority among the share's tasks in `statuses`."""
+    return conn.execute(select(func.max(tasks.c.current_priority)).where(
+        tasks.c.gshare == share, tasks.c.status.in_(list(statuses)))).scalar()
+
+
+def _share_scope(share: str, resource_type: str | None) -> list[Any]:
+    return [jobs.c.gshare == share] + ([jobs.c.resource_type == resource_type] if resource_type else [])

@@ -1,0 +1,61 @@
+"""Test hooks for real jedictl processes, loaded by Python at start-up when this folder is on PYTHONPATH
+(tests.helpers.HOOKS). Nothing here is part of jedictl: a test that needs a process to be slow at a
+known moment, or a guard deliberately broken, starts the process with these variables.
+
+JEDICTL_HOOK_SLOW_TASK=SECONDS  every task a leased pass handles waits SECONDS first (a pass that is
+                                mid-way, holding its leases, for as long as a test needs)
+JEDICTL_HOOK_HOLDING=PATH       this file is created when a pass starts handling its first task
+                                (the moment to send a signal)
+JEDICTL_HOOK_BREAK_GUARD=claim  leases.claim_one ignores the condition the row was chosen for -- the
+                                guard whose absence was issue 14's defect 1 -- so a test can show that
+                                its invariants catch the break
+JEDICTL_HOOK_BREAK_GUARD=release  leases.release and release_all do nothing: leases are left behind
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def _install() -> None:
+    slow = float(os.environ.get("JEDICTL_HOOK_SLOW_TASK", "0") or 0)
+    holding = os.environ.get("JEDICTL_HOOK_HOLDING")
+    broken = os.environ.get("JEDICTL_HOOK_BREAK_GUARD")
+    if not (slow or holding or broken):
+        return
+    if slow or holding:
+        import time
+
+        from jedictl.engine import agent
+
+        real_pass = agent.leased_pass
+
+        def leased_pass(store, report, candidates, order_by, handle, **kwargs):  # noqa: ANN001, ANN202
+            def slow_handle(task_id):  # noqa: ANN001, ANN202
+                if holding and not os.path.exists(holding):
+                    with open(holding, "w") as marker:
+                        marker.write(f"{report.name} {task_id}\n")
+                if slow:
+                    time.sleep(slow)
+                return handle(task_id)
+
+            return real_pass(store, report, candidates, order_by, slow_handle, **kwargs)
+
+        agent.leased_pass = leased_pass
+    if broken == "claim":
+        from jedictl.store import leases
+
+        real_claim_one = leases.claim_one
+
+        def claim_one(conn, table, row_id, owner, now, seconds, where=None):  # noqa: ANN001, ANN202
+            return real_claim_one(conn, table, row_id, owner, now, seconds)
+
+        leases.claim_one = claim_one
+    if broken == "release":
+        from jedictl.store import leases
+
+        leases.release = lambda conn, table, row_id, owner: True  # noqa: ARG005
+        leases.release_all = lambda conn, table, owner: []  # noqa: ARG005
+
+
+_install()
