@@ -573,6 +573,9 @@ def invariants(store: Any, final_watch: datetime, unexpected: list[str], dead_ow
         ("no task leased by a killed process (check --dead-owner)", lambda conn: inv.leases_of_dead_owners(conn, dead_owners or [])),
         ("no task leased once every pass has ended (check --no-live-passes)", lambda conn: inv.leases_of_dead_owners(conn, every_owner=True)),
         ("every task's status history is a chain (no status written by a process without the lease)", inv.status_history_chains),
+        ("no live job of a task that ended or never generated", inv.live_jobs_of_ended_tasks),
+        ("no output name registered by two jobs, none dropped from the catalog", inv.outputs_registered_once),
+        ("every input of a done or finished task processed or failed for good", inv.inputs_of_ended_tasks),
     ]
     # Whatever check_all gains later joins the chaos without being listed here.
     named = {getattr(check, "__name__", "") for _, check in checks}

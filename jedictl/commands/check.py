@@ -17,11 +17,14 @@ def check(
     no_live_passes: Annotated[bool, typer.Option(
         "--no-live-passes", help="No agent pass runs anywhere now: every task lease is a violation.")] = False,
 ) -> None:
-    """Check that dataset counters agree with the file records and that no final task is leased.
+    """Check that every dataset's counters agree with its file records and that no final task is leased.
 
     Also that no input file is in two live jobs, that the retry history fits the jobs it links, that
-    every running input record belongs to a live job reading it (nothing lost) and that no record was
-    finished by two jobs (nothing done twice). With `--dead-owner` or `--no-live-passes`, also that no
+    every running input record belongs to a live job reading it (nothing lost), that no record was
+    finished by two jobs (nothing done twice), that no task that ended (or was never generated) has a
+    live job, that no output name was registered by two jobs and none is missing from the data
+    catalog, and that every input of a done or finished task was processed or failed for good (unless
+    the task was forced to finish). With `--dead-owner` or `--no-live-passes`, also that no
     task is leased by a process that is gone (a pass releases its leases when it ends, also on SIGINT
     or SIGTERM; only a SIGKILL leaves them). Exit 0 when the store is consistent, 1 when a violation
     was found (each is printed).

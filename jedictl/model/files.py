@@ -64,6 +64,7 @@ class DatasetDelta:
     n_events_used: int = 0
     n_events: int = 0
     n_files_to_be_used: int = 0  # unmerged outputs released to merge jobs (JEDI raises the trn dataset's watermark)
+    n_files: int = 0  # outputs: files registered; unmerged outputs: files released to merge jobs
 
     def __add__(self, other: DatasetDelta) -> DatasetDelta:
         return DatasetDelta(self.dataset_id, *(getattr(self, name) + getattr(other, name) for name in COUNTERS))
@@ -72,7 +73,8 @@ class DatasetDelta:
         return not any(getattr(self, name) for name in COUNTERS)
 
 
-COUNTERS = ("n_files_used", "n_files_finished", "n_files_failed", "n_files_on_hold", "n_events_used", "n_events", "n_files_to_be_used")
+COUNTERS = ("n_files_used", "n_files_finished", "n_files_failed", "n_files_on_hold", "n_events_used", "n_events", "n_files_to_be_used",
+            "n_files")
 
 
 @dataclass(frozen=True)

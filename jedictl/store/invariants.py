@@ -9,66 +9,94 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Sequence
 
-from sqlalchemy import Connection, case, func, or_, select
+from sqlalchemy import Connection, and_, case, exists, func, literal, or_, select
 
-from jedictl.model import FileStatus
+from jedictl.model import JOB_FINAL, TASK_FINAL, FileStatus, JobStatus, TaskStatus
 from jedictl.store.files import record_events
-from jedictl.store.schema import datasets, files, tasks
+from jedictl.store.schema import (
+    catalog_datasets, catalog_files, datasets, files, job_files, job_retry_history, jobs, task_status_history, tasks,
+)
 
 INPUT_TYPES = ("input", "pseudo_input")
+#: Datasets whose records are claimed by jobs: their counters follow the records' statuses.
+CLAIMED_TYPES = ("input", "pseudo_input", "random_seed")
+#: Datasets of the files a task registers in the data catalog.
+CATALOG_TYPES = ("output", "log")
+#: Unmerged outputs: written by jobs, then (once their producer finished) the input of merge jobs.
+UNMERGED_TYPES = ("trn_output", "trn_log")
 #: Records a job has taken (or that reached a final state): what n_files_used counts.
 USED = (FileStatus.PICKED.value, FileStatus.RUNNING.value, FileStatus.FINISHED.value, FileStatus.FAILED.value)
+#: Unmerged records a merge job has taken, or that ended as merge inputs.
+MERGE_USED = (FileStatus.PICKED.value, FileStatus.RUNNING.value, FileStatus.FINISHED.value, FileStatus.NOTMERGED.value)
+
+
+def _count(condition: Any) -> Any:
+    return func.sum(case((condition, 1), else_=0))
 
 
 def dataset_counters(conn: Connection) -> list[str]:
-    """Input datasets: n_files, n_files_missing and n_events agree with the file records; the
-    release watermark lies between what was used and what exists."""
-    lost = files.c.status == FileStatus.LOST.value
-    taken = files.c.status.in_(USED)
+    """Every dataset's counters equal the records they count, by the dataset's kind:
+
+    - inputs (and pseudo inputs, random seeds): n_files, n_files_missing and n_events agree with the
+      tracked records; used, finished and failed with their statuses; the release watermark lies
+      between what was used and what exists;
+    - outputs and logs: a file counts once it is registered -- n_files and n_files_finished are the
+      finished records, n_files_failed the failed or cancelled ones, n_events the finished ones' events;
+    - unmerged outputs: a file counts once its producer finished and released it to merge jobs
+      (n_files = n_files_to_be_used); used, finished and failed follow the merge jobs' outcomes."""
+    status = files.c.status
+    tracked, lost = files.c.keep_track.is_(True), status == FileStatus.LOST.value
+    released = files.c.boundary_id.is_not(None)
     counted = (
         select(
             files.c.dataset_id,
-            func.sum(case((lost, 0), else_=1)).label("records"),
-            func.sum(case((lost, 1), else_=0)).label("lost"),
-            func.sum(case((lost, 0), else_=record_events())).label("events"),
-            func.sum(case((taken, 1), else_=0)).label("used"),
-            func.sum(case((files.c.status == FileStatus.FINISHED.value, 1), else_=0)).label("finished"),
-            func.sum(case((files.c.status == FileStatus.FAILED.value, 1), else_=0)).label("failed"),
-        ).where(files.c.keep_track.is_(True)).group_by(files.c.dataset_id).subquery()
+            _count(tracked & ~lost).label("records"),
+            _count(tracked & lost).label("lost"),
+            func.sum(case((tracked & ~lost, record_events()), else_=0)).label("events"),
+            _count(tracked & status.in_(USED)).label("used"),
+            _count(tracked & (status == FileStatus.FINISHED.value)).label("finished"),
+            _count(tracked & (status == FileStatus.FAILED.value)).label("failed"),
+            _count(status == FileStatus.FINISHED.value).label("out_finished"),
+            _count(status.in_((FileStatus.FAILED.value, FileStatus.CANCELLED.value))).label("out_failed"),
+            func.sum(case((status == FileStatus.FINISHED.value, func.coalesce(files.c.n_events, 0)), else_=0)).label("out_events"),
+            _count(released).label("released"),
+            _count(released & status.in_(MERGE_USED)).label("merge_used"),
+            _count(released & (status == FileStatus.NOTMERGED.value)).label("notmerged"),
+        ).group_by(files.c.dataset_id).subquery()
     )
+    names = ("records", "lost", "events", "used", "finished", "failed", "out_finished", "out_failed", "out_events", "released",
+             "merge_used", "notmerged")
+    d = datasets.c
     rows = conn.execute(
-        select(datasets.c.id, datasets.c.task_id, datasets.c.n_files, datasets.c.n_files_missing, datasets.c.n_events,
-               datasets.c.n_files_to_be_used, datasets.c.n_files_used, datasets.c.n_files_finished, datasets.c.n_files_failed,
-               func.coalesce(counted.c.records, 0), func.coalesce(counted.c.lost, 0), func.coalesce(counted.c.events, 0),
-               func.coalesce(counted.c.used, 0), func.coalesce(counted.c.finished, 0), func.coalesce(counted.c.failed, 0),
-               datasets.c.name)
-        .outerjoin(counted, counted.c.dataset_id == datasets.c.id)
-        .where(datasets.c.type.in_(INPUT_TYPES))
-    )
+        select(d.id, d.task_id, d.type, d.name, d.n_files, d.n_files_missing, d.n_events, d.n_files_to_be_used, d.n_files_used,
+               d.n_files_finished, d.n_files_failed, *[func.coalesce(counted.c[name], 0).label(name) for name in names])
+        .outerjoin(counted, counted.c.dataset_id == d.id).order_by(d.id))
     problems = []
-    for (d_id, task_id, n_files, missing, events, to_use, used, finished, failed, records, lost_rows, event_rows,
-         used_rows, finished_rows, failed_rows, name) in rows:
-        where = f"task {task_id} dataset {d_id}"
-        if records == 0 and n_files and name:  # an untracked secondary: its records are shared, not counted
+    for row in rows:
+        where = f"task {row.task_id} {row.type} dataset {row.id}"
+        if row.type in CLAIMED_TYPES:
+            if row.records == 0 and row.n_files and row.name and row.type != "random_seed":
+                continue  # an untracked secondary: its records are shared, not counted
+            expected = {"n_files": row.records, "n_files_missing": row.lost, "n_events": row.events, "n_files_used": row.used,
+                        "n_files_finished": row.finished, "n_files_failed": row.failed}
+            used, to_use, n_files = row.n_files_used, row.n_files_to_be_used, row.n_files
+            if not (used <= to_use <= n_files or (to_use == used and used <= n_files)):
+                problems.append(f"{where}: n_files_to_be_used {to_use} outside [n_files_used {used}, n_files {n_files}]")
+        elif row.type in CATALOG_TYPES:
+            expected = {"n_files": row.out_finished, "n_files_finished": row.out_finished, "n_files_failed": row.out_failed,
+                        "n_events": row.out_events, "n_files_used": 0, "n_files_to_be_used": 0}
+        elif row.type in UNMERGED_TYPES:
+            expected = {"n_files": row.released, "n_files_to_be_used": row.released, "n_files_used": row.merge_used,
+                        "n_files_finished": row.finished, "n_files_failed": row.notmerged}
+        else:
+            problems.append(f"{where}: unknown dataset type")
             continue
-        for label, counter, actual in (("n_files_used", used, used_rows), ("n_files_finished", finished, finished_rows),
-                                       ("n_files_failed", failed, failed_rows)):
-            if counter != actual:
-                problems.append(f"{where}: {label} {counter} but {actual} records")
-        if n_files != records:
-            problems.append(f"{where}: n_files {n_files} but {records} records")
-        if missing != lost_rows:
-            problems.append(f"{where}: n_files_missing {missing} but {lost_rows} lost records")
-        if events != event_rows:
-            problems.append(f"{where}: n_events {events} but records hold {event_rows}")
-        if not (used <= to_use <= n_files or (to_use == used and used <= n_files)):
-            problems.append(f"{where}: n_files_to_be_used {to_use} outside [n_files_used {used}, n_files {n_files}]")
+        problems += [f"{where}: {name} {getattr(row, name)} but {actual} records" for name, actual in expected.items()
+                     if getattr(row, name) != actual]
     return problems
 
 
 def leases_of_final_tasks(conn: Connection) -> list[str]:
-    from jedictl.model import TASK_FINAL
-
     rows = conn.execute(select(tasks.c.id, tasks.c.status, tasks.c.lease_owner).where(
         tasks.c.status.in_([s.value for s in TASK_FINAL]), tasks.c.lease_owner.is_not(None)))
     return [f"task {r.id} is {r.status} but leased by {r.lease_owner}" for r in rows]
@@ -76,9 +104,6 @@ def leases_of_final_tasks(conn: Connection) -> list[str]:
 
 def files_in_one_live_job(conn: Connection) -> list[str]:
     """No master input record is in two jobs that are not final (secondaries may be shared by design)."""
-    from jedictl.model import JOB_FINAL
-    from jedictl.store.schema import job_files, jobs
-
     rows = conn.execute(
         select(job_files.c.file_id, func.count(func.distinct(job_files.c.job_id)))
         .join(jobs, jobs.c.id == job_files.c.job_id)
@@ -94,11 +119,6 @@ def retry_history(conn: Connection) -> list[str]:
     id: ids are drawn in creation order) than the new one, the relation `retry` or `merge`. A retry's
     new job took one of the old job's input records; a merge job reads an unmerged file the old job
     produced."""
-    from sqlalchemy import and_, exists, literal, or_
-
-    from jedictl.model import JOB_FINAL
-    from jedictl.store.schema import job_files, job_retry_history, jobs
-
     history = job_retry_history.c
     old, new = jobs.alias("old_job"), jobs.alias("new_job")
     taken, earlier = job_files.alias("taken"), job_files.alias("earlier")
@@ -157,11 +177,6 @@ def records_of_live_jobs(conn: Connection) -> list[str]:
     every master input record a live job reads is `running` for that job. (A record left running by a
     job that ended would never be processed; a record back in the pool while its job lives would be
     processed twice.)"""
-    from sqlalchemy import and_, exists, literal
-
-    from jedictl.model import JOB_FINAL
-    from jedictl.store.schema import job_files, jobs
-
     final = [s.value for s in JOB_FINAL]
     masters = _master_records().subquery()
     reads = exists(select(literal(1)).select_from(job_files).where(job_files.c.job_id == files.c.job_id, job_files.c.file_id == files.c.id))
@@ -186,9 +201,6 @@ def records_of_live_jobs(conn: Connection) -> list[str]:
 def work_done_once(conn: Connection) -> list[str]:
     """Nothing is done twice: no master input record is in two finished jobs, and a finished record
     is in exactly one."""
-    from jedictl.model import JobStatus
-    from jedictl.store.schema import job_files, jobs
-
     masters = _master_records().subquery()
     finished_jobs = (select(job_files.c.file_id, func.count(func.distinct(job_files.c.job_id)).label("n"))
                      .join(jobs, jobs.c.id == job_files.c.job_id).join(masters, masters.c.id == job_files.c.file_id)
@@ -202,7 +214,78 @@ def work_done_once(conn: Connection) -> list[str]:
     return [f"task {r.task_id} record {r.id} ({r.status}) is in {r.n} finished jobs" for r in rows]
 
 
-CHECKS = (dataset_counters, leases_of_final_tasks, files_in_one_live_job, retry_history, records_of_live_jobs, work_done_once)
+#: Task statuses in which no job of the task may be live: before its first generation, and once it ended.
+NO_LIVE_JOBS = (TaskStatus.REGISTERED.value, *(status.value for status in TASK_FINAL))
+
+
+def live_jobs_of_ended_tasks(conn: Connection) -> list[str]:
+    """No live job belongs to a task that cannot have any: one just registered, or one that ended
+    (done, finished, failed, broken, aborted -- a kill with jobs still on workers waits in `toabort`).
+    A status written over a task another process was generating for breaks this."""
+    rows = conn.execute(
+        select(tasks.c.id, tasks.c.status, func.count(jobs.c.id).label("n"), func.min(jobs.c.id).label("first"))
+        .join(jobs, jobs.c.task_id == tasks.c.id)
+        .where(tasks.c.status.in_(NO_LIVE_JOBS), jobs.c.status.notin_([s.value for s in JOB_FINAL]))
+        .group_by(tasks.c.id, tasks.c.status).order_by(tasks.c.id))
+    return [f"task {r.id} is {r.status} but {r.n} of its jobs are live (job {r.first} first)" for r in rows]
+
+
+def outputs_registered_once(conn: Connection) -> list[str]:
+    """No output file name is registered by two jobs, and none is silently dropped: a finished output
+    or log record is the only finished record of its name in its dataset (tasks with
+    allowTaskDuplication write one dataset from several tasks), and the data catalog holds it with the
+    guid its job reported -- not another job's file, and not nothing."""
+    out = files.alias("out")
+    named = (select(datasets.c.name.label("dataset"), out.c.lfn, func.count().label("n"), func.min(out.c.out_job_id).label("first"),
+                    func.max(out.c.out_job_id).label("last"))
+             .join(datasets, datasets.c.id == out.c.dataset_id)
+             .where(datasets.c.type.in_(CATALOG_TYPES), out.c.status == FileStatus.FINISHED.value)
+             .group_by(datasets.c.name, out.c.lfn).having(func.count() > 1).order_by(datasets.c.name, out.c.lfn))
+    problems = [f"output {r.lfn} of {r.dataset} was registered by {r.n} jobs ({r.first} and {r.last})" for r in conn.execute(named)]
+    registered = (select(out.c.id, out.c.task_id, out.c.lfn, out.c.guid, out.c.out_job_id.label("job_id"), datasets.c.name, catalog_files.c.guid.label("catalog_guid"),
+                         catalog_files.c.id.label("catalog_id"))
+                  .join(datasets, datasets.c.id == out.c.dataset_id)
+                  .outerjoin(catalog_datasets, catalog_datasets.c.name == datasets.c.name)
+                  .outerjoin(catalog_files, (catalog_files.c.dataset_id == catalog_datasets.c.id) & (catalog_files.c.lfn == out.c.lfn))
+                  .where(datasets.c.type.in_(CATALOG_TYPES), out.c.status == FileStatus.FINISHED.value,
+                         catalog_files.c.id.is_(None) | (out.c.guid.is_not(None) & (catalog_files.c.guid != out.c.guid)))
+                  .order_by(out.c.id))
+    for r in conn.execute(registered):
+        where = f"task {r.task_id} output {r.lfn} of {r.name} (job {r.job_id})"
+        problems.append(f"{where} is not in the data catalog" if r.catalog_id is None
+                        else f"{where}: the data catalog holds guid {r.catalog_guid}, the job reported {r.guid}")
+    return problems
+
+
+def inputs_of_ended_tasks(conn: Connection) -> list[str]:
+    """Every input file of a task that ended `done` or `finished` is accounted for: processed, or
+    failed for good (no attempt or failure left). A file still waiting to be released or retried means
+    the task ended with work it never did (issue 14: `finished` at 20/40). Tasks forced to finish
+    (`passed`: the finish command, the goal reached, exhausted) and tasks that failed, broke or were
+    aborted say by their status why files were left."""
+    last_change = (select(task_status_history.c.task_id, func.max(task_status_history.c.id).label("id"))
+                   .group_by(task_status_history.c.task_id).subquery())
+    ended_from = (select(task_status_history.c.task_id, task_status_history.c.previous_status)
+                  .join(last_change, last_change.c.id == task_status_history.c.id).subquery())
+    attempts_left = (files.c.max_attempt.is_(None) | (files.c.attempt_nr < files.c.max_attempt)) & (
+        files.c.max_failure.is_(None) | (files.c.failed_attempt < files.c.max_failure))
+    waiting = files.c.status.in_((FileStatus.PENDING.value, FileStatus.PICKED.value, FileStatus.RUNNING.value)) | (
+        (files.c.status == FileStatus.READY.value) & attempts_left)
+    masters = _master_records().subquery()
+    rows = conn.execute(
+        select(tasks.c.id, tasks.c.status, func.count(files.c.id).label("n"), func.min(files.c.lfn).label("lfn"),
+               func.min(files.c.status).label("file_status"))
+        .join(files, files.c.task_id == tasks.c.id).join(masters, masters.c.id == files.c.id)
+        .outerjoin(ended_from, ended_from.c.task_id == tasks.c.id)
+        .where(tasks.c.status.in_((TaskStatus.DONE.value, TaskStatus.FINISHED.value)), waiting,
+               func.coalesce(ended_from.c.previous_status, "") != TaskStatus.PASSED.value)
+        .group_by(tasks.c.id, tasks.c.status).order_by(tasks.c.id))
+    return [f"task {r.id} is {r.status} but {r.n} input files were never processed nor failed for good (e.g. {r.lfn}, {r.file_status})"
+            for r in rows]
+
+
+CHECKS = (dataset_counters, leases_of_final_tasks, files_in_one_live_job, retry_history, records_of_live_jobs, work_done_once,
+          live_jobs_of_ended_tasks, outputs_registered_once, inputs_of_ended_tasks)
 
 
 def check_all(conn: Connection, *, dead_owners: Sequence[str] = (), no_live_passes: bool = False) -> list[str]:
@@ -237,8 +320,6 @@ def status_history_chains(conn: Connection) -> list[str]:
     ended in, and the last is the task's status. A status written by a process that did not hold the
     task's lease breaks it (issue 14: a history that skipped `scouting`). Not part of `check_all`
     (tests that plant statuses directly would trip it); the chaos and the overlap tests use it."""
-    from jedictl.store.schema import task_status_history
-
     problems, last = [], {}
     history = select(task_status_history.c.task_id, task_status_history.c.status, task_status_history.c.previous_status,
                      task_status_history.c.changed_by).order_by(task_status_history.c.task_id, task_status_history.c.id)

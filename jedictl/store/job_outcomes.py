@@ -166,7 +166,7 @@ def add_counters(conn: Connection, deltas: Sequence[DatasetDelta], now: datetime
             n_files_used=c.n_files_used + delta.n_files_used, n_files_finished=c.n_files_finished + delta.n_files_finished,
             n_files_failed=c.n_files_failed + delta.n_files_failed, n_files_on_hold=c.n_files_on_hold + delta.n_files_on_hold,
             n_events_used=c.n_events_used + delta.n_events_used, n_events=c.n_events + delta.n_events,
-            n_files_to_be_used=c.n_files_to_be_used + delta.n_files_to_be_used, modified_at=now))
+            n_files_to_be_used=c.n_files_to_be_used + delta.n_files_to_be_used, n_files=c.n_files + delta.n_files, modified_at=now))
 
 
 def update_task(conn: Connection, task_id: int, values: Mapping[str, Any]) -> None:

@@ -12,8 +12,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Sequence
 
-from sqlalchemy import Connection, Row, and_, func, or_, select, update
+from sqlalchemy import Connection, Row, and_, bindparam, func, or_, select, update
 
+from jedictl.errors import LeaseLost
 from jedictl.model import JOB_FINAL, FileStatus, JobStatus
 from jedictl.store.bulk import insert_tuples, slices
 from jedictl.store.leases import claim_candidates
@@ -67,12 +68,18 @@ def read_files(conn: Connection, dataset_id: int, limit: int) -> list[Row]:
                              .order_by(files.c.id).limit(limit)))
 
 
-def reserve_ids(conn: Connection, table: Any, count: int) -> list[int]:
-    """Ids for `count` new rows, known before the insert (no INSERT ... RETURNING on the bulk path).
+#: The tables whose ids `reserve_ids` hands out ahead of a bulk insert, by name: jobs and file records.
+ID_TABLES = {"jobs": jobs, "files": files}
+
+
+def reserve_ids(conn: Connection, table_name: str, count: int) -> list[int]:
+    """Ids for `count` new rows of `table_name` (one of ID_TABLES), known before the insert (no INSERT ...
+    RETURNING on the bulk path).
 
     PostgreSQL draws them from the table's sequence; on SQLite the transaction holds the write lock
     (BEGIN IMMEDIATE), so max(id) + 1 ... cannot collide.
     """
+    table = ID_TABLES[table_name]
     if count <= 0:
         return []
     if conn.dialect.name == "postgresql":
@@ -112,8 +119,20 @@ def start_used_files(conn: Connection, first_job_id: int, last_job_id: int, now:
 def start_seeds(conn: Connection, assignments: Sequence[tuple[int, int]]) -> None:
     """Released seeds reused by new jobs: (file id, job id)."""
     if assignments:
-        conn.execute(update(files).where(files.c.id == _bind("file_id")).values(status=FileStatus.RUNNING.value, job_id=_bind("job")),
-                     [{"file_id": file_id, "job": job_id} for file_id, job_id in assignments])
+        moved = conn.execute(update(files).where(files.c.id == _bind("file_id"), files.c.status == FileStatus.READY.value)
+                             .values(status=FileStatus.RUNNING.value, job_id=_bind("job")),
+                             [{"file_id": file_id, "job": job_id} for file_id, job_id in assignments]).rowcount
+        if moved != len(assignments):
+            # only the holder of the task's lease generates its jobs: another writer means the lease was lost
+            raise LeaseLost("a released random seed was taken by another job meanwhile")
+
+
+def count_new_seeds(conn: Connection, dataset_id: int, n_new: int, now: datetime) -> None:
+    """New seed records are files of the random-seed dataset, released at once (their use is counted
+    with the other records the jobs took, `add_used`)."""
+    if n_new:
+        conn.execute(update(datasets).where(datasets.c.id == dataset_id)
+                     .values(n_files=datasets.c.n_files + n_new, n_files_to_be_used=datasets.c.n_files_to_be_used + n_new, modified_at=now))
 
 
 def return_unused(conn: Connection, record_ids: Sequence[int]) -> int:
@@ -139,15 +158,13 @@ def advance_serials(conn: Connection, next_serials: Sequence[tuple[int, int]]) -
 
 def released_seeds(conn: Connection, dataset_id: int, limit: int) -> tuple[list[Row], int | None]:
     """Ready seeds (released by failed jobs), lowest first, and the largest seed ever issued."""
-    ready = list(conn.execute(select(files.c.id, files.c.first_event).where(
+    ready = list(conn.execute(select(files.c.id, files.c.first_event, files.c.attempt_nr).where(
         files.c.dataset_id == dataset_id, files.c.status == FileStatus.READY.value).order_by(files.c.first_event).limit(limit)))
     largest = conn.execute(select(func.max(files.c.first_event)).where(files.c.dataset_id == dataset_id)).scalar()
     return ready, largest
 
 
 def _bind(name: str) -> Any:
-    from sqlalchemy import bindparam
-
     return bindparam(name)
 
 

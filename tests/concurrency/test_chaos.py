@@ -33,7 +33,7 @@ def test_killed_agents_and_pilots_lose_nothing_and_do_nothing_twice(backend, tmp
     assert result.kills >= 3, text  # the chaos happened: processes were killed while they ran passes
     assert result.chaos.stopped >= workers, text
     assert [name for name, problems in result.checks if problems] == [], text
-    assert len(result.checks) >= 15, text  # ... the lease checks of issue 14, and the cron overlap's two
+    assert len(result.checks) >= 18, text  # ... the lease, live-job, output and input checks of issue 14, and the cron overlap's two
     assert result.cron is not None and result.cron.runs == 2 and result.cron.exits == {0: 3}, text
     assert result.churn is not None and result.churn.files_added > 0 and result.churn.incexecs + result.churn.kills > 0, text
     assert result.final["tasks"] and sum(result.final["jobs"].values()) > 0, text

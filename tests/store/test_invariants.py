@@ -98,3 +98,61 @@ def test_a_record_lost_or_done_twice_is_reported(demo_store):
     once = "\n".join(run_sql(demo_store, work_done_once))
     assert f"record {twice.id} (finished) is in 2 finished jobs" in once, once
     assert f"record {lost.id} " not in once  # still in its one finished job: lost, not done twice
+
+
+def test_the_checks_of_issue_14_see_what_they_are_for(demo_store):
+    """Each check issue 14 asked for fails on the corruption it is there for: a live job of a task that
+    ended, an output name registered by two jobs, an output dropped from the catalog, an input of a done
+    task never processed, and the counters of outputs, unmerged outputs and random seeds."""
+    from jedictl.store.invariants import (
+        dataset_counters, inputs_of_ended_tasks, live_jobs_of_ended_tasks, outputs_registered_once,
+    )
+    from jedictl.store.schema import catalog_datasets, catalog_files, datasets, files
+
+    def corrupt(conn):
+        def dataset(kind):
+            return conn.execute(select(datasets).where(datasets.c.type == kind).order_by(datasets.c.id)).first()
+
+        def finished_records(dataset_id):
+            return conn.execute(select(files).where(files.c.dataset_id == dataset_id, files.c.status == "finished")
+                                .order_by(files.c.id)).all()
+
+        # A job of a done task that is live again.
+        done = conn.execute(select(tasks.c.id).where(tasks.c.status == "done").order_by(tasks.c.id)).scalar()
+        revived = conn.execute(select(jobs.c.id).where(jobs.c.task_id == done, jobs.c.status == "finished").order_by(jobs.c.id)).scalar()
+        conn.execute(update(jobs).where(jobs.c.id == revived).values(status="activated"))
+        # Two tasks writing one output dataset, whose jobs registered one name twice; and a registered
+        # output gone from the catalog.
+        output = dataset("output")
+        first, dropped = finished_records(output.id)[:2]
+        other = conn.execute(select(datasets).where(datasets.c.type == "output", datasets.c.task_id != output.task_id)
+                             .order_by(datasets.c.id)).first()
+        conn.execute(update(datasets).where(datasets.c.id == other.id).values(name=output.name))
+        second = finished_records(other.id)[0]
+        conn.execute(update(files).where(files.c.id == second.id).values(lfn=first.lfn))
+        in_catalog = select(catalog_datasets.c.id).where(catalog_datasets.c.name == output.name).scalar_subquery()
+        conn.execute(catalog_files.delete().where(catalog_files.c.dataset_id == in_catalog, catalog_files.c.lfn == dropped.lfn))
+        # An input of a done task back in the pool with attempts left: the task ended without doing it.
+        master = conn.execute(select(datasets).where(datasets.c.task_id == done, datasets.c.type.in_(("input", "pseudo_input")),
+                                                     datasets.c.master_id.is_(None))).first()
+        unprocessed = finished_records(master.id)[0]
+        conn.execute(update(files).where(files.c.id == unprocessed.id).values(status="ready", max_attempt=None))
+        # Counters: an unmerged dataset that counts nothing, an output that counts one too many, seeds used twice.
+        for kind, column, change in (("trn_output", "n_files", 0), ("log", "n_files", 1), ("random_seed", "n_files_used", 1)):
+            row = dataset(kind)
+            conn.execute(update(datasets).where(datasets.c.id == row.id).values({column: 0 if change == 0 else getattr(row, column) + change}))
+        return done, revived, output, first, second, dropped, unprocessed
+
+    done, revived, output, first, second, dropped, unprocessed = run_sql(demo_store, corrupt)
+    assert run_sql(demo_store, live_jobs_of_ended_tasks) == [f"task {done} is done but 1 of its jobs are live (job {revived} first)"]
+    registered = "\n".join(run_sql(demo_store, outputs_registered_once))
+    jobs_of = sorted((first.out_job_id, second.out_job_id))
+    assert f"output {first.lfn} of {output.name} was registered by 2 jobs ({jobs_of[0]} and {jobs_of[1]})" in registered, registered
+    assert f"output {first.lfn} of {output.name} (job {second.out_job_id}): the data catalog holds guid {first.guid}" in registered, registered
+    assert f"output {dropped.lfn} of {output.name} (job {dropped.out_job_id}) is not in the data catalog" in registered, registered
+    assert run_sql(demo_store, inputs_of_ended_tasks) == [
+        f"task {done} is done but 1 input files were never processed nor failed for good (e.g. {unprocessed.lfn}, ready)"]
+    counters = "\n".join(run_sql(demo_store, dataset_counters))
+    for kind, column in (("trn_output", "n_files 0 but"), ("log", "n_files "), ("random_seed", "n_files_used ")):
+        assert any(f" {kind} dataset " in line and f": {column}" in line for line in counters.splitlines()), (kind, counters)
+    assert set(run_sql(demo_store, live_jobs_of_ended_tasks) + run_sql(demo_store, outputs_registered_once)) <= set(run_sql(demo_store, check_all))

@@ -37,7 +37,6 @@ from jedictl.model import DatasetType, JobStatus, TaskStatus
 from jedictl.store import datasets as dataset_store
 from jedictl.store import jobs as job_store
 from jedictl.store import tasks as task_store
-from jedictl.store.schema import files, jobs
 
 RESOURCE_COLUMNS = ("core_count", "ram_count", "ram_unit", "base_ram_count", "walltime", "walltime_unit", "base_walltime", "cpu_time",
                     "cpu_time_unit", "cpu_efficiency", "out_disk_count", "out_disk_unit", "work_disk_count", "work_disk_unit",
@@ -120,11 +119,11 @@ class JobBuilder:
         """
         ctx, task, now = self.ctx, self.ctx.task, self.now
         n = len(plan)
-        job_ids = job_store.reserve_ids(conn, jobs, n)
+        job_ids = job_store.reserve_ids(conn, "jobs", n)
         first_index = job_store.next_task_job_index(conn, task.id)
         names = allocate_output_names(ctx.templates, n, task.id)
         seeds = self._seeds(conn, n)
-        record_ids = iter(job_store.reserve_ids(conn, files, n * len(ctx.templates) + sum(1 for s in seeds if s.file_id is None)))
+        record_ids = iter(job_store.reserve_ids(conn, "files", n * len(ctx.templates) + sum(1 for s in seeds if s.file_id is None)))
         streams = {d.id: (d.stream_name, d.container_name or d.name, d.type) for d in ctx.masters + ctx.secondaries}
         shared = (task.id, "normal", task.nucleus, task.work_queue, task.gshare, task.prod_source_label, task.processing_type, task.vo,
                   task.working_group, task.trans_path, task.architecture, task.trans_uses, task.trans_home, task.container_name, now, now, now)
@@ -173,8 +172,9 @@ class JobBuilder:
                                       0, 0, True, seed.value, job_id, now))
                 else:
                     reused_seeds.append((seed.file_id, job_id))
-                file_rows.append((job_id, task.id, ctx.seed_dataset.id, seed_id, str(seed.value), DatasetType.PSEUDO_INPUT.value, 0,
-                                  "ready", None, None, None, None, None))
+                used[ctx.seed_dataset.id].add(seed_id)
+                file_rows.append((job_id, task.id, ctx.seed_dataset.id, seed_id, str(seed.value), DatasetType.PSEUDO_INPUT.value,
+                                  seed.attempt_nr, "ready", None, None, None, None, None))
             for output in outputs:
                 record_id = next(record_ids)
                 output_rows.append((record_id, task.id, output.dataset_id, output.lfn, output.out_type, "defined", 0, 0, True, job_id, None, now))
@@ -186,6 +186,8 @@ class JobBuilder:
         job_store.write_jobs(conn, job_rows, file_rows, output_rows, seed_rows, retries)
         job_store.start_used_files(conn, min(job_ids), max(job_ids), now)
         job_store.start_seeds(conn, reused_seeds)
+        if ctx.seed_dataset is not None:
+            job_store.count_new_seeds(conn, ctx.seed_dataset.id, len(seed_rows), now)
         job_store.add_used(conn, {dataset_id: len(ids) for dataset_id, ids in used.items()}, now)
         job_store.advance_serials(conn, names.next_serial_nr)
         return Written(dict(per_site), frozenset().union(*used.values()))
@@ -210,7 +212,8 @@ class JobBuilder:
         if ctx.seed_dataset is None:
             return ()
         released, largest = job_store.released_seeds(conn, ctx.seed_dataset.id, n)
-        return assign_random_seeds(n, [SeedRecord(r.id, r.first_event) for r in released], largest, ctx.options.random_seed_offset or 0)
+        return assign_random_seeds(n, [SeedRecord(r.id, r.first_event, r.attempt_nr) for r in released], largest,
+                                   ctx.options.random_seed_offset or 0)
 
     @staticmethod
     def _chunk_files(sub: Any, masters: list[Any]) -> list[ChunkFile]:

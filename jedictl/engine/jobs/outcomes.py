@@ -331,6 +331,7 @@ def _collect_files(propagation: Propagation, job: Any, listed: list[Any], batch:
             total[4] += delta.n_events_used
             total[5] += delta.n_events
             total[6] += delta.n_files_to_be_used
+            total[7] += delta.n_files
     lfn_of = {jf.file_id: jf.lfn for jf in listed}
     for change in propagation.file_updates:
         registered = change.status == FileStatus.FINISHED.value and "keep_track" in change.values  # a finished output

@@ -361,13 +361,15 @@ class SeedRecord:
 
     file_id: int
     value: int
+    attempt_nr: int = 0  # attempts of the jobs that had it (a failed job's seed comes back one attempt on)
 
 
 @dataclass(frozen=True)
 class SeedAssignment:
     value: int
-    file_id: int | None  # None: a new seed row to write (lfn = first_event = value), status picked
+    file_id: int | None  # None: a new seed row to write (lfn = first_event = value), status running
     rndmseed: int  # ${RNDMSEED} = value + the task's random-seed offset (RS)
+    attempt_nr: int = 0  # the seed record's attempt, which the job's file row must carry
 
 
 def assign_random_seeds(n_jobs: int, released: Iterable[SeedRecord], max_value: int | None,
@@ -375,7 +377,7 @@ def assign_random_seeds(n_jobs: int, released: Iterable[SeedRecord], max_value: 
     """The N lowest released seeds first (they belonged to failed jobs), then new ones max+1, max+2 ...
     (the first seed of a task is 1). `max_value` is the largest seed value ever issued for the task."""
     reused = sorted(released, key=lambda seed: seed.value)[:n_jobs]
-    assignments = [SeedAssignment(seed.value, seed.file_id, seed.value + offset) for seed in reused]
+    assignments = [SeedAssignment(seed.value, seed.file_id, seed.value + offset, seed.attempt_nr) for seed in reused]
     next_value = (max_value or 0) + 1
     while len(assignments) < n_jobs:
         assignments.append(SeedAssignment(next_value, None, next_value + offset))

@@ -187,11 +187,15 @@ def _output_update(record: FileRecord, status: JobStatus, job: JobRecord, output
         # Waits for a merge job at the site: tagged with its producer, with merge attempts of its own,
         # and released to merge jobs by raising its dataset's watermark (what the generator looks for).
         values.update(boundary_id=job.id, max_attempt=record.attempt_nr + merge_attempts)
+        # It becomes a file of its dataset only now (JEDI: the server sets the transient dataset's
+        # nFiles and nFilesToBeUsed when the pre-merge job's files are marked for merging).
         return FileUpdate(**common, status=FileStatus.MERGING.value, values=values,
-                          delta=DatasetDelta(record.dataset_id, n_files_to_be_used=1))
+                          delta=DatasetDelta(record.dataset_id, n_files_to_be_used=1, n_files=1))
     values["keep_track"] = False
+    # An output dataset holds the files that were registered: nFiles is nFilesFinished all along, as
+    # JEDI sets it when the task ends (so a task's counters equal its rows at every moment).
     return FileUpdate(**common, status=FileStatus.FINISHED.value, values=values,
-                      delta=DatasetDelta(record.dataset_id, n_files_finished=1, n_events=output.n_events or 0))
+                      delta=DatasetDelta(record.dataset_id, n_files_finished=1, n_events=output.n_events or 0, n_files=1))
 
 
 def is_retryable(attempt_nr: int, max_attempt: int | None, failed_attempt: int, max_failure: int | None) -> bool:

@@ -57,8 +57,8 @@ def test_finished_job():
     assert (out.expected_attempt_nr, out.expected_statuses) == (0, ("defined", "running"))
     assert result.deltas() == (
         DatasetDelta(IN, n_files_finished=2, n_events_used=150),
-        DatasetDelta(OUT, n_files_finished=1, n_events=150),
-        DatasetDelta(LOG, n_files_finished=1),
+        DatasetDelta(OUT, n_files_finished=1, n_events=150, n_files=1),  # an output dataset counts what was registered
+        DatasetDelta(LOG, n_files_finished=1, n_files=1),
     )
 
 
@@ -178,7 +178,7 @@ def test_unmerged_outputs_wait_for_their_merge_job():
     update = next(u for u in result.file_updates if u.file_id == 4)
     assert update.status == "merging"
     assert update.values["boundary_id"] == 100 and update.values["max_attempt"] == 3
-    assert DatasetDelta(OUT, n_files_to_be_used=1) in result.deltas()  # released to merge jobs
+    assert DatasetDelta(OUT, n_files_to_be_used=1, n_files=1) in result.deltas()  # released to merge jobs: a file of its dataset now
 
 
 def test_a_failed_merge_job_sends_its_unmerged_inputs_back_to_wait():
