@@ -16,14 +16,11 @@ from __future__ import annotations
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable, Iterator, Sequence
-
-from sqlalchemy import ColumnElement
+from typing import Any, Callable, Iterator
 
 from jedictl.errors import LeaseLost
-from jedictl.store import leases
+from jedictl.store import task_leases
 from jedictl.store.database import open_store
-from jedictl.store.schema import tasks
 
 
 #: Who wants to hear about each object a pass finishes (a progress display); see `watching`.
@@ -65,8 +62,8 @@ class PassReport:
 def leased_pass(
     store: Any,
     report: PassReport,
-    candidates: ColumnElement[bool],
-    order_by: Sequence[Any],
+    candidates: Any,
+    order_by: Any,
     handle: Callable[[int], tuple[str, str | None]],
     *,
     owner: str,
@@ -75,12 +72,15 @@ def leased_pass(
     limit: int,
     claim_batch: int,
 ) -> PassReport:
-    """Claim tasks matching `candidates` in batches and call `handle(task_id) -> (outcome, reason)`."""
+    """Claim tasks matching `candidates` in batches and call `handle(task_id) -> (outcome, reason)`.
+
+    `candidates` and `order_by` are a task filter and an order the store names (store.task_leases,
+    store.completion.candidates); the pass hands them to the store's claim without reading them."""
     budget = limit
     seen: set[int] = set()
     while budget > 0:
         with store.begin() as conn:
-            ids = leases.claim(conn, tasks, candidates & tasks.c.id.notin_(seen), order_by, owner, now, lease_seconds, min(budget, claim_batch))
+            ids = task_leases.claim(conn, candidates, order_by, seen, owner, now, lease_seconds, min(budget, claim_batch))
         if not ids:
             break
         budget -= len(ids)
@@ -93,11 +93,11 @@ def leased_pass(
                 # Someone took it over -- or its status moved under our lease (an operator's command):
                 # then the lease is still ours and must not outlive the pass.
                 with store.begin() as conn:
-                    leases.release(conn, tasks, task_id, owner)
+                    task_leases.release(conn, task_id, owner)
                 report.add("skipped", task_id=task_id, reason=str(exc))
             except Exception as exc:  # noqa: BLE001 - one task's failure must not stop the pass
                 with store.begin() as conn:
-                    leases.release(conn, tasks, task_id, owner)
+                    task_leases.release(conn, task_id, owner)
                 report.add("error", task_id=task_id, reason=f"{type(exc).__name__}: {exc}")
     return report
 
@@ -110,7 +110,7 @@ def ending_leases(store: Any, owner: str, report: PassReport | None) -> list[int
     release runs on a fresh engine when the pass was interrupted (the interrupted connection may be
     unusable)."""
     with store.begin() as conn:
-        left = leases.release_all(conn, tasks, owner)
+        left = task_leases.release_all(conn, owner)
     if left and report is not None:
         report.add("error", reason=f"{len(left)} task leases still held when the pass ended, released: {left[:20]}")
     return left
@@ -126,6 +126,6 @@ def release_after_stop(store: Any, owner: str) -> list[int]:
     fresh = open_store(store.url, check_schema=False)
     try:
         with fresh.begin() as conn:
-            return leases.release_all(conn, tasks, owner)
+            return task_leases.release_all(conn, owner)
     finally:
         fresh.close()

@@ -1,13 +1,15 @@
 """Named reads for brokerage (engine.brokerage.loading turns them into its values): the resource catalog,
-the live load of sites, the remaining work of tasks with a nucleus, the next chunk's input records, and
-the job and task counts the throttler weighs. Statuses arrive from the engine as plain strings."""
+the live load of sites, the remaining work of tasks with a nucleus, the next chunk's input records, the
+job and task counts the throttler weighs, and a task's output datasets, whose destination the Task Broker
+sets. Statuses arrive from the engine as plain strings."""
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Row, func, select
+from sqlalchemy import Connection, Row, func, select, update
 
 from jedictl.model import FileStatus
 from jedictl.store.schema import datasets, files, jobs, nuclei, site_storage, sites, storage_endpoints, tasks
@@ -67,6 +69,17 @@ def next_chunk_files(conn: Connection, task_id: int, limit: int) -> list[Row]:
                (files.c.max_attempt.is_(None)) | (files.c.attempt_nr < files.c.max_attempt))
         .order_by(files.c.id).limit(limit)
     ))
+
+
+def dataset_tokens(conn: Connection, task_id: int, types: Collection[str]) -> list[Row]:
+    """(id, storage_token) of a task's datasets of these types."""
+    return list(conn.execute(select(datasets.c.id, datasets.c.storage_token).where(
+        datasets.c.task_id == task_id, datasets.c.type.in_(types))))
+
+
+def set_destination(conn: Connection, dataset_id: int, destination: str, now: datetime) -> None:
+    """Where a dataset's files go (the nucleus endpoint the Task Broker chose for its storage token)."""
+    conn.execute(update(datasets).where(datasets.c.id == dataset_id).values(destination=destination, modified_at=now))
 
 
 def share_job_counts(conn: Connection, share: str, resource_type: str | None) -> dict[str, int]:

@@ -1,10 +1,11 @@
-"""Named read operations on a task's datasets and templates."""
+"""Named operations on a task's datasets and templates: reads, and the rows a container expands into."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
-from sqlalchemy import Connection, Row, select
+from sqlalchemy import Connection, Row, insert, select
 
 from jedictl.model import DATASET_OUTPUT_TYPES, TaskStatus
 from jedictl.store.schema import datasets, job_param_templates, output_templates, task_params, tasks
@@ -12,6 +13,21 @@ from jedictl.store.schema import datasets, job_param_templates, output_templates
 
 def datasets_of(conn: Connection, task_id: int) -> list[Row]:
     return list(conn.execute(select(datasets).where(datasets.c.task_id == task_id).order_by(datasets.c.id)))
+
+
+def get_dataset(conn: Connection, dataset_id: int) -> Row:
+    return conn.execute(select(datasets).where(datasets.c.id == dataset_id)).one()
+
+
+def container_members(conn: Connection, task_id: int, container_name: str) -> list[Row]:
+    """The task's dataset rows that stand for constituents of the container `container_name`."""
+    return list(conn.execute(select(datasets).where(datasets.c.task_id == task_id, datasets.c.container_name == container_name)))
+
+
+def insert_dataset(conn: Connection, values: dict[str, Any]) -> Row:
+    """Insert one dataset row (every column but the id, as given); the row written."""
+    new_id = conn.execute(insert(datasets).values(**values).returning(datasets.c.id)).scalar_one()
+    return get_dataset(conn, new_id)
 
 
 def templates_of(conn: Connection, task_id: int) -> list[Row]:

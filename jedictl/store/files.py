@@ -81,6 +81,13 @@ def count_records(conn: Connection, dataset_id: int) -> Counts:
     return Counts(records=int(row[0]) - int(row[1]), lost=int(row[1]), events=int(row[2]))
 
 
+def events_of_first(conn: Connection, dataset_id: int, count: int) -> int:
+    """Events of the first `count` records of a dataset that are not lost, in id order."""
+    first = (select(record_events().label("events")).where(files.c.dataset_id == dataset_id, files.c.status != "lost")
+             .order_by(files.c.id).limit(count).subquery())
+    return int(conn.execute(select(func.coalesce(func.sum(first.c.events), 0))).scalar_one())
+
+
 def update_dataset(conn: Connection, dataset_id: int, **values: object) -> None:
     conn.execute(update(datasets).where(datasets.c.id == dataset_id).values(**values))
 

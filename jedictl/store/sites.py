@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Iterable, Sequence
 
-from sqlalchemy import Connection, Row, Table, delete, insert, select, update
+from sqlalchemy import Connection, Row, delete, insert, select, update
 
 from jedictl.errors import NotFound
 from jedictl.store.schema import nuclei, site_storage, sites, storage_endpoints
@@ -15,8 +15,14 @@ def known_names(conn: Connection) -> tuple[set[str], set[str]]:
     return (set(conn.execute(select(nuclei.c.name)).scalars()), set(conn.execute(select(storage_endpoints.c.name)).scalars()))
 
 
-def upsert_rows(conn: Connection, table: Table, kind: str, rows: Sequence[dict[str, Any]], now: datetime) -> list[dict[str, Any]]:
-    """Insert new rows, update changed ones, leave equal ones alone; one report line per row."""
+#: The tables of the resource catalog by the kind of row they hold (what `upsert_rows` writes).
+TABLES = {"nucleus": nuclei, "endpoint": storage_endpoints, "site": sites}
+
+
+def upsert_rows(conn: Connection, kind: str, rows: Sequence[dict[str, Any]], now: datetime) -> list[dict[str, Any]]:
+    """Insert new rows of `kind` (nucleus, endpoint, site), update changed ones, leave equal ones alone;
+    one report line per row."""
+    table = TABLES[kind]
     names = [row["name"] for row in rows]
     existing = {row.name: row._mapping for row in conn.execute(select(table).where(table.c.name.in_(names)))} if names else {}
     report = []

@@ -1,4 +1,4 @@
-"""Named operations on tasks: insertion, status changes with history, refinement writes, queries."""
+"""Named operations on tasks: insertion, status changes with history, guarded writes under a lease, refinement writes, queries."""
 
 from __future__ import annotations
 
@@ -87,6 +87,14 @@ def change_status(
     return True
 
 
+def update_leased(conn: Connection, task_id: int, owner: str, expected: Iterable[str], **values: Any) -> bool:
+    """Set task columns exactly as given (no history line), only while `owner` holds the lease and the task
+    is in one of `expected`; False when that guard matched no row."""
+    result = conn.execute(update(tasks).where(leases.owned(tasks, task_id, owner), tasks.c.status.in_([str(s) for s in expected]))
+                          .values(**values))
+    return result.rowcount == 1
+
+
 def get_task(conn: Connection, task_id: int) -> Row:
     row = conn.execute(select(tasks).where(tasks.c.id == task_id)).first()
     if row is None:
@@ -103,6 +111,11 @@ def get_params(conn: Connection, task_id: int) -> Row:
 
 def parent_status(conn: Connection, parent_id: int) -> str | None:
     return conn.execute(select(tasks.c.status).where(tasks.c.id == parent_id)).scalar_one_or_none()
+
+
+def status_of(conn: Connection, task_id: int) -> str:
+    """The status of a task that exists."""
+    return conn.execute(select(tasks.c.status).where(tasks.c.id == task_id)).scalar_one()
 
 
 def list_tasks(conn: Connection, status: Sequence[str] = (), user: str | None = None, limit: int = 100) -> list[Row]:
@@ -122,6 +135,11 @@ def status_history(conn: Connection, task_id: int) -> list[Row]:
 
 def count_by_status(conn: Connection) -> dict[str, int]:
     return dict(conn.execute(select(tasks.c.status, func.count()).group_by(tasks.c.status)).all())
+
+
+def count_not_in_status(conn: Connection, statuses: Iterable[str]) -> int:
+    """How many tasks are in none of `statuses`."""
+    return conn.execute(select(func.count()).where(tasks.c.status.notin_([str(s) for s in statuses]))).scalar_one()
 
 
 def write_refinement(

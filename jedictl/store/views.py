@@ -1,11 +1,15 @@
-"""Named reads for the read models (engine.views: explain, metrics): counts and small lists an operator
-looks at. They never write."""
+"""Named reads for the read models (engine.views: explain, metrics; the demo's display): counts and small
+lists an operator looks at. They never write."""
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, Row, func, select
+from sqlalchemy import Connection, Row, func, inspect, select
 
-from jedictl.store.schema import datasets, files, jobs, tasks
+from jedictl.store.database import create_store_engine
+from jedictl.store.schema import datasets, files, job_retry_history, jobs, tasks
+
+#: What `job_status_counts_by` may group jobs by, besides their status.
+JOB_GROUPS = {"task": jobs.c.task_id, "site": jobs.c.site, "gshare": jobs.c.gshare}
 
 
 def files_by_status(conn: Connection, task_id: int) -> list[Row]:
@@ -29,3 +33,39 @@ def task_status_counts(conn: Connection) -> dict[str, int]:
 
 def job_status_counts(conn: Connection) -> dict[str, int]:
     return dict(conn.execute(select(jobs.c.status, func.count()).group_by(jobs.c.status)).all())
+
+
+def holds_tasks(url: str) -> bool:
+    """Whether the store at `url` exists with at least one task (read only; no schema check)."""
+    engine = create_store_engine(url)
+    try:
+        with engine.connect() as conn:
+            if not inspect(conn).has_table("tasks"):
+                return False
+            return conn.execute(select(func.count()).select_from(tasks)).scalar_one() > 0
+    finally:
+        engine.dispose()
+
+
+def task_names(conn: Connection) -> list[Row]:
+    """(id, name, status) of every task, by id."""
+    return conn.execute(select(tasks.c.id, tasks.c.name, tasks.c.status).order_by(tasks.c.id)).all()
+
+
+def master_input_totals(conn: Connection) -> dict[int, Row]:
+    """Per task: (task_id, files, done, failed) summed over its master input datasets."""
+    masters = datasets.c.master_id.is_(None) & datasets.c.type.in_(("input", "pseudo_input"))
+    return {r.task_id: r for r in conn.execute(
+        select(datasets.c.task_id, func.sum(datasets.c.n_files).label("files"), func.sum(datasets.c.n_files_finished).label("done"),
+               func.sum(datasets.c.n_files_failed).label("failed")).where(masters).group_by(datasets.c.task_id))}
+
+
+def job_status_counts_by(conn: Connection, group: str) -> list[Row]:
+    """(key, status, count) of the jobs per `group` (one of JOB_GROUPS: task, site, gshare) and status."""
+    key = JOB_GROUPS[group]
+    return list(conn.execute(select(key, jobs.c.status, func.count()).group_by(key, jobs.c.status)))
+
+
+def retry_count(conn: Connection) -> int:
+    """How many job retries the retry history records."""
+    return conn.execute(select(func.count()).select_from(job_retry_history).where(job_retry_history.c.relation_type == "retry")).scalar_one()

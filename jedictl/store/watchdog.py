@@ -29,8 +29,20 @@ def expired_leases(conn: Connection, now: datetime, limit: int) -> list[Row]:
                              .order_by(tasks.c.id).limit(limit)))
 
 
-def free_tasks(conn: Connection, statuses: Sequence[str], now: datetime, limit: int, *conditions: Any) -> list[Row]:
-    """Unleased (or lease-expired) tasks in `statuses`, oldest id first."""
+def free_tasks(conn: Connection, statuses: Sequence[str], now: datetime, limit: int, *, old_status_except: str | None = None,
+               untouched_since: datetime | None = None, throttling: bool = False, unassessed_since: datetime | None = None) -> list[Row]:
+    """Unleased (or lease-expired) tasks in `statuses`, oldest id first, narrowed by each filter given: an old
+    status set and other than `old_status_except`; `modified_at` at or before `untouched_since`; throttling
+    on (`num_throttled` set); `assessed_at` unset or at or before `unassessed_since`."""
+    conditions: list[Any] = []
+    if old_status_except is not None:
+        conditions += [tasks.c.old_status.is_not(None), tasks.c.old_status != str(old_status_except)]
+    if untouched_since is not None:
+        conditions.append(tasks.c.modified_at <= untouched_since)
+    if throttling:
+        conditions.append(tasks.c.num_throttled.is_not(None))
+    if unassessed_since is not None:
+        conditions.append(due(tasks.c.assessed_at, unassessed_since))
     return list(conn.execute(select(tasks).where(tasks.c.status.in_([str(s) for s in statuses]), is_free(tasks, now), *conditions)
                              .order_by(tasks.c.id).limit(limit)))
 
@@ -143,4 +155,5 @@ def share_defined(conn: Connection, name: str) -> bool | None:
 
 
 def due(column: Any, cutoff: datetime) -> Any:
+    """The moment in `column` is unset or at or before `cutoff`."""
     return or_(column.is_(None), column <= cutoff)

@@ -14,8 +14,6 @@ import random
 from datetime import datetime, timedelta
 from typing import Any, Callable
 
-from sqlalchemy import or_, select, update
-
 from jedictl.config import Settings
 from jedictl.engine.agent import PassReport, leased_pass
 from jedictl.engine.brokerage.loading import chunk_of, load_catalog, load_site_loads, load_task_works, next_chunk_files
@@ -25,10 +23,10 @@ from jedictl.engine.task.options import options_from_dict
 from jedictl.engine.brokerage.task_brokerage import TaskWork, choose_nucleus
 from jedictl.errors import LeaseLost
 from jedictl.model import TaskStatus
-from jedictl.store import leases
+from jedictl.store import brokerage as brokerage_store
+from jedictl.store import task_leases
 from jedictl.store import tasks as task_store
 from jedictl.store.data_catalog import StoreDataCatalog
-from jedictl.store.schema import datasets, tasks
 
 # Final outputs go to the nucleus; unmerged twins (trn_*, token TOMERGE) stay where their jobs ran
 # until merge jobs there read them, so they play no part in choosing a nucleus.
@@ -46,8 +44,7 @@ def broker_pass(store: Any, settings: Settings, owner: str, now: datetime, limit
         with store.begin() as conn:
             return _broker_one(conn, task_id, catalog, loads, works, factory(conn), settings, owner, now, rng)
 
-    candidates = (tasks.c.status == TaskStatus.ASSIGNING.value) & or_(tasks.c.wait_until.is_(None), tasks.c.wait_until <= now)
-    return leased_pass(store, PassReport("broker"), candidates, [tasks.c.current_priority.desc(), tasks.c.id], handle,
+    return leased_pass(store, PassReport("broker"), task_leases.broker_candidates(now), task_leases.BY_PRIORITY, handle,
                        owner=owner, now=now, lease_seconds=settings.lease.seconds, limit=limit or settings.task_broker.limit,
                        claim_batch=settings.task_broker.claim_batch)
 
@@ -57,8 +54,7 @@ def _broker_one(conn: Any, task_id: int, catalog: Any, loads: Any, works: list[T
     task = task_store.get_task(conn, task_id)
     options = options_from_dict(task.options)
     requirements = task_requirements_from_row(task._mapping, options)
-    outputs = list(conn.execute(select(datasets.c.id, datasets.c.storage_token).where(
-        datasets.c.task_id == task_id, datasets.c.type.in_(OUTPUT_TYPES))))
+    outputs = brokerage_store.dataset_tokens(conn, task_id, OUTPUT_TYPES)
     tokens = sorted({row.storage_token or "" for row in outputs})
     chunk = chunk_of(next_chunk_files(conn, task_id, settings.task_broker.input_files), data,
                      files_per_job=options.n_files_per_job, events_per_job=options.n_events_per_job)
@@ -69,16 +65,15 @@ def _broker_one(conn: Any, task_id: int, catalog: Any, loads: Any, works: list[T
     release = {"lease_owner": None, "lease_expires_at": None}
     if not result.ok:
         dialog = result.error_dialog()
-        done = conn.execute(update(tasks).where(leases.owned(tasks, task_id, owner), tasks.c.status == TaskStatus.ASSIGNING.value)
-                            .values(error_dialog=dialog, wait_until=now + timedelta(minutes=settings.task_broker.retry_minutes),
-                                    modified_at=now, **release)).rowcount
-        if done != 1:
+        done = task_store.update_leased(conn, task_id, owner, [TaskStatus.ASSIGNING], error_dialog=dialog,
+                                        wait_until=now + timedelta(minutes=settings.task_broker.retry_minutes), modified_at=now, **release)
+        if not done:
             raise LeaseLost(f"task {task_id} changed while being brokered")
         return "waiting", dialog
     for row in outputs:
         destination = result.destinations.get(row.storage_token or "")
         if destination:
-            conn.execute(update(datasets).where(datasets.c.id == row.id).values(destination=destination, modified_at=now))
+            brokerage_store.set_destination(conn, row.id, destination, now)
     moved = task_store.change_status(conn, task_id, TaskStatus.READY, [TaskStatus.ASSIGNING], f"nucleus {result.nucleus}", owner, now,
                                      owner=owner, nucleus=result.nucleus, error_dialog=None, wait_until=None, **release)
     if not moved:

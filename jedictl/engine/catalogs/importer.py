@@ -9,7 +9,6 @@ from datetime import datetime
 from typing import Any
 from jedictl.store import data_catalog as store_catalog
 from jedictl.store import sites as site_store
-from jedictl.store.schema import nuclei, sites, storage_endpoints
 
 
 def import_resource_catalog(conn: Any, document: Mapping[str, Any], now: datetime) -> list[dict[str, Any]]:
@@ -17,9 +16,9 @@ def import_resource_catalog(conn: Any, document: Mapping[str, Any], now: datetim
     from jedictl.engine.catalogs.sites import parse_resource_catalog
 
     catalog = parse_resource_catalog(document, *site_store.known_names(conn))
-    report = site_store.upsert_rows(conn, nuclei, "nucleus", catalog.nuclei, now)
-    report += site_store.upsert_rows(conn, storage_endpoints, "endpoint", catalog.endpoints, now)
-    site_report = site_store.upsert_rows(conn, sites, "site", catalog.sites, now)
+    report = site_store.upsert_rows(conn, "nucleus", catalog.nuclei, now)
+    report += site_store.upsert_rows(conn, "endpoint", catalog.endpoints, now)
+    site_report = site_store.upsert_rows(conn, "site", catalog.sites, now)
     relinked = site_store.replace_storage(conn, catalog.site_storage, [s["name"] for s in catalog.sites])
     for line in site_report:
         if line["name"] in relinked:

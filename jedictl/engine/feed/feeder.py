@@ -15,8 +15,6 @@ from datetime import datetime, timedelta
 from itertools import chain, islice
 from typing import Any, Callable, Iterable, Iterator
 
-from sqlalchemy import exists, func, insert, or_, select
-
 from jedictl.clock import PassClock
 from jedictl.config import Settings
 from jedictl.engine.agent import PassReport, leased_pass
@@ -40,10 +38,9 @@ from jedictl.errors import LeaseLost
 from jedictl.model import DatasetStatus, DatasetType, TaskStatus
 from jedictl.store import datasets as dataset_store
 from jedictl.store import files as file_store
-from jedictl.store import leases
+from jedictl.store import task_leases
 from jedictl.store import tasks as task_store
 from jedictl.store.data_catalog import StoreDataCatalog
-from jedictl.store.schema import datasets, files, tasks
 
 FEEDABLE = (DatasetType.INPUT.value, DatasetType.PSEUDO_INPUT.value)
 RESCANNED_STATES = ("open", "mutable")
@@ -56,17 +53,10 @@ def feed_pass(store: Any, settings: Settings, owner: str, now: datetime, limit: 
     """One pass of the Contents Feeder. `catalog_factory(conn)` gives the DataCatalog (default: the store's)."""
     factory = catalog_factory or StoreDataCatalog
     due = now - timedelta(minutes=settings.feed.check_interval_minutes)
-    has = lambda *conditions: exists(select(datasets.c.id).where(datasets.c.task_id == tasks.c.id, datasets.c.type.in_(FEEDABLE), *conditions))  # noqa: E731
-    candidates = or_(
-        (tasks.c.status == TaskStatus.DEFINED.value) & has(datasets.c.status.in_([DatasetStatus.DEFINED.value, DatasetStatus.TOUPDATE.value])),
-        tasks.c.status.in_(RESCANNED_TASKS) & has(datasets.c.state.in_(RESCANNED_STATES),
-                                                  or_(datasets.c.state_checked_at.is_(None), datasets.c.state_checked_at < due)),
-        (tasks.c.status == TaskStatus.PENDING.value) & (tasks.c.old_status == TaskStatus.DEFINED.value)
-        & or_(tasks.c.wait_until.is_(None), tasks.c.wait_until <= now),
-    )
+    candidates = task_leases.feed_candidates(now, due, FEEDABLE, RESCANNED_STATES, RESCANNED_TASKS)
     pass_clock = PassClock(now)
     return leased_pass(
-        store, PassReport("feed"), candidates, [tasks.c.current_priority.desc(), tasks.c.id],
+        store, PassReport("feed"), candidates, task_leases.BY_PRIORITY,
         lambda task_id: TaskFeeder(store, task_id, settings, owner, now, factory, pass_clock).run(),
         owner=owner, now=now, lease_seconds=settings.lease.seconds, limit=limit or settings.feed.limit,
         claim_batch=settings.feed.claim_batch,
@@ -106,8 +96,8 @@ class TaskFeeder:
         for dataset in inputs:
             with self.store.begin() as conn:
                 # Still ours and still in the status read above (an operator's command may have moved it).
-                leases.renew(conn, tasks, self.task_id, self.owner, self.pass_clock.current(), self.settings.lease.seconds,
-                             where=tasks.c.status == self.task.status)
+                task_leases.renew(conn, self.task_id, self.owner, self.pass_clock.current(), self.settings.lease.seconds,
+                                  [self.task.status])
                 feeds.extend(self._feed_dataset(conn, self.factory(conn), dataset, budget, feeds))
         needs_nucleus = self.task.prod_source_label in NUCLEUS_LABELS and not self.task.nucleus and any(
             d.type in (DatasetType.OUTPUT.value, DatasetType.LOG.value) and not d.destination for d in rows)
@@ -190,8 +180,7 @@ class TaskFeeder:
 
     def _expand(self, conn: Any, container: Any, members: list[str]) -> list[Any]:
         """Replace the container's row by one row per constituent dataset (JEDI's `expand`)."""
-        siblings = {row.name: row for row in conn.execute(select(datasets).where(
-            datasets.c.task_id == self.task_id, datasets.c.container_name == container.name))}
+        siblings = {row.name: row for row in dataset_store.container_members(conn, self.task_id, container.name)}
         rows = []
         for name in members:
             if name in siblings:
@@ -201,10 +190,9 @@ class TaskFeeder:
             values.update(name=name, container_name=container.name, status=DatasetStatus.DEFINED.value, created_at=self.now, modified_at=self.now)
             if not siblings and not rows:  # the container's own row becomes the first constituent
                 self._update(conn, container.id, name=name, container_name=container.name)
-                row = conn.execute(select(datasets).where(datasets.c.id == container.id)).one()
+                row = dataset_store.get_dataset(conn, container.id)
             else:
-                new_id = conn.execute(insert(datasets).values(**values).returning(datasets.c.id)).scalar_one()
-                row = conn.execute(select(datasets).where(datasets.c.id == new_id)).one()
+                row = dataset_store.insert_dataset(conn, values)
             rows.append(row)
         return rows
 
@@ -261,7 +249,7 @@ class TaskFeeder:
     def _apply(self, conn: Any, outcome: Any) -> tuple[str, str | None]:
         task, now, release = self.task, self.now, {"lease_owner": None, "lease_expires_at": None}
         if task.status not in (TaskStatus.DEFINED.value, TaskStatus.PENDING.value):
-            leases.release(conn, tasks, self.task_id, self.owner)  # a running task was only re-scanned
+            task_leases.release(conn, self.task_id, self.owner)  # a running task was only re-scanned
             return "rescanned", None
         expected = [TaskStatus.DEFINED, TaskStatus.PENDING]
         if outcome.status in (TaskStatus.READY.value, TaskStatus.ASSIGNING.value):
@@ -271,15 +259,15 @@ class TaskFeeder:
             wait_until = now + timedelta(minutes=self.settings.watchdog.wait_for_pending_minutes)
             frozen = (task.frozen_at or now) if outcome.times_out else None
             if task.status == TaskStatus.PENDING.value and task.error_dialog == outcome.reason:
-                moved = conn.execute(tasks.update().where(leases.owned(tasks, self.task_id, self.owner), tasks.c.status == task.status)
-                                     .values(wait_until=wait_until, modified_at=now, **release)).rowcount == 1
+                moved = task_store.update_leased(conn, self.task_id, self.owner, [task.status], wait_until=wait_until, modified_at=now,
+                                                 **release)
             else:
                 moved = task_store.change_status(conn, self.task_id, TaskStatus.PENDING, expected, outcome.reason, self.owner, now, owner=self.owner,
                                                  old_status=TaskStatus.DEFINED.value, error_dialog=outcome.reason, frozen_at=frozen,
                                                  wait_until=wait_until, **release)
         elif outcome.status == TaskStatus.DEFINED.value:  # waiting for an open input: no history line per scan
-            moved = conn.execute(tasks.update().where(leases.owned(tasks, self.task_id, self.owner), tasks.c.status == task.status)
-                                 .values(status=TaskStatus.DEFINED.value, error_dialog=outcome.reason, modified_at=now, **release)).rowcount == 1
+            moved = task_store.update_leased(conn, self.task_id, self.owner, [task.status], status=TaskStatus.DEFINED.value,
+                                             error_dialog=outcome.reason, modified_at=now, **release)
             if moved and task.status != TaskStatus.DEFINED.value:
                 task_store.record_status(conn, self.task_id, TaskStatus.DEFINED, task.status, outcome.reason, self.owner, now)
         else:  # broken | finishing
@@ -319,6 +307,4 @@ def _events_of_first(conn: Any, dataset_id: int, released: int, counts: Any) -> 
         return counts.events
     if released == 0:
         return 0
-    first = (select(file_store.record_events().label("events")).where(files.c.dataset_id == dataset_id, files.c.status != "lost")
-             .order_by(files.c.id).limit(released).subquery())
-    return int(conn.execute(select(func.coalesce(func.sum(first.c.events), 0))).scalar_one())
+    return file_store.events_of_first(conn, dataset_id, released)

@@ -45,9 +45,8 @@ from jedictl.errors import LeaseLost
 from jedictl.model import TASK_FINAL, TASK_PARENT_CORRUPTED, DatasetType, TaskStatus
 from jedictl.store import completion
 from jedictl.store import datasets as dataset_store
-from jedictl.store import leases
+from jedictl.store import task_leases
 from jedictl.store import tasks as task_store
-from jedictl.store.schema import tasks
 
 S = TaskStatus
 #: Statuses whose next step is the final status.
@@ -63,7 +62,7 @@ def finalize_pass(store: Any, settings: Settings, owner: str, now: datetime, lim
     report = PassReport("finalize")
     candidates = completion.candidates(now, settings.scouts.min_success_fraction, settings.scouts.assessment_interval_minutes)
     return leased_pass(
-        store, report, candidates, [tasks.c.current_priority.desc(), tasks.c.id],
+        store, report, candidates, task_leases.BY_PRIORITY,
         lambda task_id: TaskFinalizer(store, task_id, settings, owner, now, report).run(),
         owner=owner, now=now, lease_seconds=settings.lease.seconds, limit=limit or settings.finalize.limit,
         claim_batch=settings.finalize.claim_batch,
@@ -268,13 +267,11 @@ class TaskFinalizer:
 
     def _write(self, conn: Any, status: str, **values: Any) -> None:
         """Task columns without a status change, under our lease and the status seen."""
-        result = conn.execute(tasks.update().where(leases.owned(tasks, self.task_id, self.owner), tasks.c.status == str(status))
-                              .values(**values, modified_at=self.now))
-        if result.rowcount != 1:
+        if not task_store.update_leased(conn, self.task_id, self.owner, [status], **values, modified_at=self.now):
             raise LeaseLost(f"task {self.task_id} changed while being finalized")
 
     def _release(self, conn: Any) -> None:
-        leases.release(conn, tasks, self.task_id, self.owner)
+        task_leases.release(conn, self.task_id, self.owner)
         self.released = True
 
     def _outcome(self) -> tuple[str, str | None]:

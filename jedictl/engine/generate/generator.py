@@ -17,8 +17,6 @@ import random
 from datetime import datetime, timedelta
 from typing import Any, Callable
 
-from sqlalchemy import exists, or_, select
-
 from jedictl.clock import PassClock
 from jedictl.config import Settings
 from jedictl.engine.agent import PassReport
@@ -38,10 +36,9 @@ from jedictl.engine.shares.throttler import throttle_decision
 from jedictl.errors import LeaseLost
 from jedictl.model import TaskStatus
 from jedictl.store import jobs as job_store
-from jedictl.store import leases
+from jedictl.store import task_leases
 from jedictl.store import tasks as task_store
 from jedictl.store.data_catalog import StoreDataCatalog
-from jedictl.store.schema import datasets, tasks
 
 GENERATOR_STATUSES = (TaskStatus.READY.value, TaskStatus.RUNNING.value, TaskStatus.SCOUTING.value)
 INPUT_TYPES = ("input", "pseudo_input")
@@ -99,7 +96,7 @@ def generate_pass(store: Any, settings: Settings, owner: str, now: datetime, lim
             # Guarded by the candidate condition too: the list was read at the start of the pass, and
             # another process may since have handled the task, moved it on (pending, finished ...) and
             # released it -- free, but no longer ours to generate for.
-            if not leases.claim_one(conn, tasks, task_id, owner, now, settings.lease.seconds, where=_generating(now)):
+            if not task_leases.claim_for_generation(conn, task_id, owner, now, settings.lease.seconds, GENERATOR_STATUSES):
                 continue  # another generator has it, or it moved on
         visited += 1
         try:
@@ -115,33 +112,19 @@ def generate_pass(store: Any, settings: Settings, owner: str, now: datetime, lim
             report.add(outcome, task_id=task_id, jobs=made, reason=reason)
         except LeaseLost as exc:
             with store.begin() as conn:  # the task moved under our lease (a command): let go of it if it is still ours
-                leases.release(conn, tasks, task_id, owner)
+                task_leases.release(conn, task_id, owner)
             report.add("skipped", task_id=task_id, jobs=0, reason=str(exc))
         except Exception as exc:  # noqa: BLE001 - one task's failure must not stop the pass
             with store.begin() as conn:  # the chunk's transaction rolled back: nothing is left claimed
-                leases.release(conn, tasks, task_id, owner)
+                task_leases.release(conn, task_id, owner)
             report.add("error", task_id=task_id, jobs=0, reason=f"{type(exc).__name__}: {exc}")
     report.counts["jobs"] = sum(item.get("jobs", 0) for item in report.items)
     return report
 
 
-def _generating(now: datetime) -> Any:
-    """What makes a task the generator's to work on (besides input left): its status and no wait."""
-    return tasks.c.status.in_(GENERATOR_STATUSES) & or_(tasks.c.wait_until.is_(None), tasks.c.wait_until <= now)
-
-
 def _candidates(conn: Any, now: datetime) -> list[tuple[Candidate, tuple[str | None, str | None, str, int]]]:
     """Tasks with released input left to make jobs from, and the queue each belongs to."""
-    work_left = exists(select(datasets.c.id).where(
-        datasets.c.task_id == tasks.c.id, datasets.c.master_id.is_(None), datasets.c.type.in_(INPUT_TYPES),
-        datasets.c.n_files_to_be_used > datasets.c.n_files_used))
-    # Unmerged files released to merge jobs: the unmerged log's watermark is above what merge jobs took.
-    merge_left = exists(select(datasets.c.id).where(
-        datasets.c.task_id == tasks.c.id, datasets.c.master_id.is_(None), datasets.c.type == "trn_log",
-        datasets.c.n_files_to_be_used > datasets.c.n_files_used)).label("merge_left")
-    rows = conn.execute(select(tasks.c.id, tasks.c.user_name, tasks.c.current_priority, tasks.c.status, tasks.c.gshare,
-                               tasks.c.resource_type, tasks.c.prod_source_label, merge_left)
-                        .where(_generating(now), or_(work_left, merge_left), leases.is_free(tasks, now)))
+    rows = task_leases.generation_candidates(conn, now, GENERATOR_STATUSES, INPUT_TYPES)
     return [(Candidate(r.id, r.user_name, r.current_priority, scouting=r.status == TaskStatus.SCOUTING.value, merge=bool(r.merge_left)),
              (r.gshare, r.resource_type, r.prod_source_label, r.current_priority)) for r in rows]
 
@@ -326,8 +309,7 @@ class TaskGenerator:
     def _renew(self, conn: Any) -> None:
         """Before each chunk: still ours and still a generator's task (a command may have moved it),
         the lease extended from the current moment of the pass."""
-        leases.renew(conn, tasks, self.task_id, self.owner, self.pass_clock.current(), self.settings.lease.seconds,
-                     where=tasks.c.status.in_(GENERATOR_STATUSES))
+        task_leases.renew(conn, self.task_id, self.owner, self.pass_clock.current(), self.settings.lease.seconds, GENERATOR_STATUSES)
 
     def _finish(self, made: int, reason: str | None) -> tuple[int, str, str | None]:
         ctx = self.context
@@ -341,7 +323,7 @@ class TaskGenerator:
                     # Not ours any more, or moved on: the caller releases the lease if we still hold it.
                     raise LeaseLost(f"task {self.task_id} changed while generating ({made} jobs made)")
             else:
-                leases.release(conn, tasks, self.task_id, self.owner)
+                task_leases.release(conn, self.task_id, self.owner)
         return made, ("generated" if made else "nothing"), reason
 
     def _pending(self, reason: str) -> tuple[int, str, str | None]:

@@ -33,7 +33,6 @@ from jedictl.store import datasets as dataset_store
 from jedictl.store import jobs as job_store
 from jedictl.store import merges as merge_store
 from jedictl.store import tasks as task_store
-from jedictl.store.schema import files, jobs
 
 MERGE_PROCESSING_TYPE = "pmerge"
 
@@ -154,10 +153,10 @@ class MergeBuilder:
     def write(self, conn: Any, plan: Sequence[tuple[Any, Any]], rows: dict[int, Any]) -> None:
         ctx, merge, task, now = self.ctx, self.merge, self.ctx.task, self.now
         n = len(plan)
-        job_ids = job_store.reserve_ids(conn, jobs, n)
+        job_ids = job_store.reserve_ids(conn, "jobs", n)
         first_index = job_store.next_task_job_index(conn, task.id)
         names = allocate_output_names(merge.templates, n, task.id)
-        record_ids = iter(job_store.reserve_ids(conn, files, n * len(merge.templates)))
+        record_ids = iter(job_store.reserve_ids(conn, "files", n * len(merge.templates)))
         streams = {d.id: ("TRN_" + (d.stream_name or ""), d.container_name or d.name) for d in (merge.master, *merge.secondaries)}
         shared = (task.id, "merge", task.nucleus, task.work_queue, task.gshare, task.prod_source_label, MERGE_PROCESSING_TYPE, task.vo,
                   task.working_group, merge.transformation, task.architecture, task.trans_uses, task.trans_home, task.container_name,

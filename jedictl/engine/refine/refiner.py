@@ -25,9 +25,8 @@ from jedictl.engine.task.definition import DatasetDef, TaskDefinition
 from jedictl.engine.agent import PassReport, leased_pass
 from jedictl.errors import BadInput, JedictlError, LeaseLost
 from jedictl.model import TASK_PARENT_COMPLETED, TASK_PARENT_CORRUPTED, DatasetType, NewDataset, TaskStatus
-from jedictl.store import leases
+from jedictl.store import task_leases
 from jedictl.store import tasks as task_store
-from jedictl.store.schema import tasks
 
 
 class RefineError(JedictlError):
@@ -237,9 +236,8 @@ def _unmerged_twin(dataset: DatasetDef, key: int, master_key: int | None, name_a
 def refine_pass(store, settings: Settings, owner: str, now: datetime, limit: int | None = None) -> PassReport:  # noqa: ANN001 - Store
     """One pass of the Task Refiner over the store."""
     catalog = Catalog.from_store(store, settings)  # bad configuration: exit 2 before touching anything
-    waiting_on_parent = (tasks.c.status == TaskStatus.PENDING.value) & (tasks.c.old_status == TaskStatus.REGISTERED.value)
     return leased_pass(
-        store, PassReport("refine"), (tasks.c.status == TaskStatus.REGISTERED.value) | waiting_on_parent, [tasks.c.id],
+        store, PassReport("refine"), task_leases.refine_candidates(), task_leases.BY_ID,
         lambda task_id: _refine_one(store, task_id, catalog, settings, owner, now),
         owner=owner, now=now, lease_seconds=settings.lease.seconds, limit=limit or settings.refine.limit,
         claim_batch=settings.refine.claim_batch,
@@ -262,7 +260,7 @@ def _refine_one(store, task_id: int, catalog: Catalog, settings: Settings, owner
                 raise RefineError(gate.reason)
             if gate.action == "wait":
                 if task.status == TaskStatus.PENDING and task.error_dialog == gate.reason:
-                    leases.release(conn, tasks, task_id, owner)  # still waiting: nothing to record
+                    task_leases.release(conn, task_id, owner)  # still waiting: nothing to record
                 elif not task_store.change_status(conn, task_id, TaskStatus.PENDING, [TaskStatus.REGISTERED, TaskStatus.PENDING], gate.reason,
                                                   owner, now, owner=owner, old_status=TaskStatus.REGISTERED.value, error_dialog=gate.reason,
                                                   lease_owner=None, lease_expires_at=None):

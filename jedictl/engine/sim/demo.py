@@ -19,9 +19,10 @@ from typing import Any
 
 from jedictl.config import Settings
 from jedictl.engine.agent import PassReport
+from jedictl.model import TASK_FINAL
 from jedictl.store import retry_rules as rule_store
-from jedictl.store.database import create_store_engine
-from jedictl.store.schema import datasets, job_retry_history, jobs, tasks
+from jedictl.store import tasks as task_store
+from jedictl.store import views as view_store
 
 FLAKY_SITE = "praguelcg2"
 ROUND_MINUTES = 5
@@ -248,32 +249,17 @@ def _operator(store: Any, settings: Settings, demo: DemoTasks, now: datetime) ->
 
 def holds_tasks(url: str) -> bool:
     """Whether the store at `url` exists with at least one task (read only; no schema check)."""
-    from sqlalchemy import func, inspect, select
-
-    engine = create_store_engine(url)
-    try:
-        with engine.connect() as conn:
-            if not inspect(conn).has_table("tasks"):
-                return False
-            return conn.execute(select(func.count()).select_from(tasks)).scalar_one() > 0
-    finally:
-        engine.dispose()
+    return view_store.holds_tasks(url)
 
 
 def task_status(store: Any, task_id: int) -> str:
-    from sqlalchemy import select
-
     with store.read() as conn:
-        return conn.execute(select(tasks.c.status).where(tasks.c.id == task_id)).scalar_one()
+        return task_store.status_of(conn, task_id)
 
 
 def all_final(store: Any) -> bool:
-    from sqlalchemy import func, select
-
-    from jedictl.model import TASK_FINAL
-
     with store.read() as conn:
-        left = conn.execute(select(func.count()).where(tasks.c.status.notin_([s.value for s in TASK_FINAL]))).scalar_one()
+        left = task_store.count_not_in_status(conn, [s.value for s in TASK_FINAL])
     return left == 0
 
 
@@ -288,24 +274,19 @@ class Snapshot:
 
 
 def snapshot(store: Any) -> Snapshot:
-    from sqlalchemy import func, select
-
-    masters = datasets.c.master_id.is_(None) & datasets.c.type.in_(("input", "pseudo_input"))
     with store.read() as conn:
-        rows = conn.execute(select(tasks.c.id, tasks.c.name, tasks.c.status).order_by(tasks.c.id)).all()
-        counters = {r.task_id: r for r in conn.execute(
-            select(datasets.c.task_id, func.sum(datasets.c.n_files).label("files"), func.sum(datasets.c.n_files_finished).label("done"),
-                   func.sum(datasets.c.n_files_failed).label("failed")).where(masters).group_by(datasets.c.task_id))}
+        rows = view_store.task_names(conn)
+        counters = view_store.master_input_totals(conn)
         per_task: dict[int, dict[str, int]] = {}
-        for task_id, status, count in conn.execute(select(jobs.c.task_id, jobs.c.status, func.count()).group_by(jobs.c.task_id, jobs.c.status)):
+        for task_id, status, count in view_store.job_status_counts_by(conn, "task"):
             per_task.setdefault(task_id, {})[status] = count
         sites: dict[str, dict[str, int]] = {}
-        for site, status, count in conn.execute(select(jobs.c.site, jobs.c.status, func.count()).group_by(jobs.c.site, jobs.c.status)):
+        for site, status, count in view_store.job_status_counts_by(conn, "site"):
             sites.setdefault(site or "-", {})[status] = count
         shares: dict[str, dict[str, int]] = {}
-        for share, status, count in conn.execute(select(jobs.c.gshare, jobs.c.status, func.count()).group_by(jobs.c.gshare, jobs.c.status)):
+        for share, status, count in view_store.job_status_counts_by(conn, "gshare"):
             shares.setdefault(share or "-", {})[status] = count
-        retries = conn.execute(select(func.count()).select_from(job_retry_history).where(job_retry_history.c.relation_type == "retry")).scalar_one()
+        retries = view_store.retry_count(conn)
     listed = []
     for row in rows:
         c = counters.get(row.id)

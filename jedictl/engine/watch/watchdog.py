@@ -44,10 +44,9 @@ from jedictl.engine.watch.policy import (
     throttle,
 )
 from jedictl.model import TASK_FOR_JOB_GENERATOR, DatasetType, TaskStatus
-from jedictl.store import leases
+from jedictl.store import task_leases
 from jedictl.store import tasks as task_store
 from jedictl.store import watchdog as store
-from jedictl.store.schema import tasks
 
 S = TaskStatus
 BY = "jedictl watch"
@@ -93,8 +92,7 @@ class Watchdog:
         # A task pending on its parent (old status registered) is re-checked by every refine pass and
         # never times out: retrying it here would only add history lines.
         with self.store.read() as conn:
-            rows = store.free_tasks(conn, [S.PENDING], self.now, self.limit, tasks.c.old_status.is_not(None),
-                                    tasks.c.old_status != S.REGISTERED.value)
+            rows = store.free_tasks(conn, [S.PENDING], self.now, self.limit, old_status_except=S.REGISTERED.value)
             parents = store.parent_statuses(conn, rows)
         for row in rows:
             task = WatchedTask.from_row(row)
@@ -103,7 +101,7 @@ class Watchdog:
     def exhausted(self) -> None:
         cutoff = self.now - timedelta(hours=self.watch.wait_for_exhausted_hours)
         with self.store.read() as conn:
-            rows = store.free_tasks(conn, [S.EXHAUSTED], self.now, self.limit, tasks.c.modified_at <= cutoff)
+            rows = store.free_tasks(conn, [S.EXHAUSTED], self.now, self.limit, untouched_since=cutoff)
         for row in rows:
             self._apply(kick_exhausted(WatchedTask.from_row(row), self.now, self.watch), [S.EXHAUSTED])
 
@@ -117,7 +115,7 @@ class Watchdog:
 
     def throttle(self) -> None:
         with self.store.read() as conn:
-            rows = store.free_tasks(conn, sorted(TASK_FOR_JOB_GENERATOR), self.now, self.limit, tasks.c.num_throttled.is_not(None))
+            rows = store.free_tasks(conn, sorted(TASK_FOR_JOB_GENERATOR), self.now, self.limit, throttling=True)
             averages = store.failed_attempt_averages(conn, [row.id for row in rows])
         for row in rows:
             if row.id in averages:
@@ -162,7 +160,7 @@ class Watchdog:
     def goals(self) -> None:
         cutoff = self.now - timedelta(minutes=self.watch.wait_for_achieved_minutes)
         with self.store.read() as conn:
-            rows = store.free_tasks(conn, [S.RUNNING, S.PENDING], self.now, self.limit, store.due(tasks.c.assessed_at, cutoff))
+            rows = store.free_tasks(conn, [S.RUNNING, S.PENDING], self.now, self.limit, unassessed_since=cutoff)
             rows = [row for row in rows if (row.options or {}).get("goal") is not None]
             parents = store.parent_statuses(conn, rows)
             by_task = store.datasets_by_task(conn, [row.id for row in rows])
@@ -222,7 +220,7 @@ class Watchdog:
             return
         try:
             with self.store.begin() as conn:
-                if not leases.claim_one(conn, tasks, action.task_id, self.owner, self.now, self.settings.lease.seconds):
+                if not task_leases.claim_one(conn, action.task_id, self.owner, self.now, self.settings.lease.seconds):
                     raise _Guarded("another process holds its lease")
                 rescued = sum(store.unpick_files(conn, action.task_id, dataset_id, self.now) for dataset_id in action.dataset_deltas)
                 values = {**action.values, "lease_owner": None, "lease_expires_at": None}
@@ -230,9 +228,7 @@ class Watchdog:
                     moved = task_store.change_status(conn, action.task_id, action.status, expected, action.reason, BY, self.now,
                                                      owner=self.owner, **values)
                 else:
-                    moved = conn.execute(tasks.update().where(leases.owned(tasks, action.task_id, self.owner),
-                                                              tasks.c.status.in_([str(s) for s in expected]))
-                                         .values(**values, modified_at=self.now)).rowcount == 1
+                    moved = task_store.update_leased(conn, action.task_id, self.owner, expected, **values, modified_at=self.now)
                 if not moved:
                     raise _Guarded("its status changed")
                 if after is not None:

@@ -1,0 +1,106 @@
+"""Task leases in the agent passes: which tasks each pass claims, in what order, and one task's claim, renewal and release.
+
+A pass names its candidates with one of the filters below (finalize's is store.completion.candidates)
+and an order (`BY_ID`, `BY_PRIORITY`); the engine hands both to `claim` without reading them. Every
+operation here is store.leases on the `tasks` table, looked up at call time, so its guards hold
+unchanged (and so do the test hooks that replace them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ColumnElement, Connection, Row, exists, or_, select
+
+from jedictl.model import DatasetStatus, TaskStatus
+from jedictl.store import leases
+from jedictl.store.schema import datasets, tasks
+
+#: Oldest task first.
+BY_ID = (tasks.c.id,)
+#: Highest current priority first, then the oldest.
+BY_PRIORITY = (tasks.c.current_priority.desc(), tasks.c.id)
+
+
+# ------------------------------------------------------------------------------- each pass's tasks
+
+def refine_candidates() -> ColumnElement[bool]:
+    """Tasks the refiner takes: `registered`, and `pending` on their parent (old status `registered`)."""
+    waiting_on_parent = (tasks.c.status == TaskStatus.PENDING.value) & (tasks.c.old_status == TaskStatus.REGISTERED.value)
+    return (tasks.c.status == TaskStatus.REGISTERED.value) | waiting_on_parent
+
+
+def feed_candidates(now: datetime, due: datetime, feedable: Collection[str], rescanned_states: Collection[str],
+                    rescanned_tasks: Collection[str]) -> ColumnElement[bool]:
+    """Tasks the feeder takes: `defined` with a `feedable` dataset to (re)scan, tasks in `rescanned_tasks` whose
+    open or growing input (`rescanned_states`) was last checked before `due`, and tasks pending on a
+    missing input whose wait is over."""
+    has = lambda *conditions: exists(select(datasets.c.id).where(datasets.c.task_id == tasks.c.id, datasets.c.type.in_(feedable), *conditions))  # noqa: E731
+    return or_(
+        (tasks.c.status == TaskStatus.DEFINED.value) & has(datasets.c.status.in_([DatasetStatus.DEFINED.value, DatasetStatus.TOUPDATE.value])),
+        tasks.c.status.in_(rescanned_tasks) & has(datasets.c.state.in_(rescanned_states),
+                                                  or_(datasets.c.state_checked_at.is_(None), datasets.c.state_checked_at < due)),
+        (tasks.c.status == TaskStatus.PENDING.value) & (tasks.c.old_status == TaskStatus.DEFINED.value)
+        & or_(tasks.c.wait_until.is_(None), tasks.c.wait_until <= now),
+    )
+
+
+def broker_candidates(now: datetime) -> ColumnElement[bool]:
+    """Tasks the Task Broker takes: `assigning` and not waiting (`wait_until` passed)."""
+    return (tasks.c.status == TaskStatus.ASSIGNING.value) & or_(tasks.c.wait_until.is_(None), tasks.c.wait_until <= now)
+
+
+def _generating(now: datetime, statuses: Collection[str]) -> ColumnElement[bool]:
+    """What makes a task the generator's to work on (besides input left): its status and no wait."""
+    return tasks.c.status.in_(statuses) & or_(tasks.c.wait_until.is_(None), tasks.c.wait_until <= now)
+
+
+def generation_candidates(conn: Connection, now: datetime, statuses: Collection[str], input_types: Collection[str]) -> list[Row]:
+    """Free tasks in `statuses`, not waiting, with released input left to make jobs from (a master of
+    `input_types`) or merge work released: (id, user_name, current_priority, status, gshare,
+    resource_type, prod_source_label, merge_left)."""
+    work_left = exists(select(datasets.c.id).where(
+        datasets.c.task_id == tasks.c.id, datasets.c.master_id.is_(None), datasets.c.type.in_(input_types),
+        datasets.c.n_files_to_be_used > datasets.c.n_files_used))
+    # Unmerged files released to merge jobs: the unmerged log's watermark is above what merge jobs took.
+    merge_left = exists(select(datasets.c.id).where(
+        datasets.c.task_id == tasks.c.id, datasets.c.master_id.is_(None), datasets.c.type == "trn_log",
+        datasets.c.n_files_to_be_used > datasets.c.n_files_used)).label("merge_left")
+    return list(conn.execute(select(tasks.c.id, tasks.c.user_name, tasks.c.current_priority, tasks.c.status, tasks.c.gshare,
+                                    tasks.c.resource_type, tasks.c.prod_source_label, merge_left)
+                             .where(_generating(now, statuses), or_(work_left, merge_left), leases.is_free(tasks, now))))
+
+
+# ------------------------------------------------------------------------------- claims and releases
+
+def claim(conn: Connection, candidates: ColumnElement[bool], order_by: Sequence[Any], exclude: Iterable[int], owner: str,
+          now: datetime, seconds: float, limit: int) -> list[int]:
+    """Lease up to `limit` free tasks matching `candidates`, none of `exclude`, in `order_by` order; their ids."""
+    return leases.claim(conn, tasks, candidates & tasks.c.id.notin_(exclude), order_by, owner, now, seconds, limit)
+
+
+def claim_one(conn: Connection, task_id: int, owner: str, now: datetime, seconds: float) -> bool:
+    """Lease one known task if it is free; False otherwise."""
+    return leases.claim_one(conn, tasks, task_id, owner, now, seconds)
+
+
+def claim_for_generation(conn: Connection, task_id: int, owner: str, now: datetime, seconds: float, statuses: Collection[str]) -> bool:
+    """Lease one task of a `generation_candidates` list if it is free and still in `statuses`, not waiting."""
+    return leases.claim_one(conn, tasks, task_id, owner, now, seconds, where=_generating(now, statuses))
+
+
+def renew(conn: Connection, task_id: int, owner: str, now: datetime, seconds: float, expected: Iterable[str]) -> None:
+    """Extend our lease to `now + seconds` while the task is in one of `expected`; LeaseLost otherwise."""
+    leases.renew(conn, tasks, task_id, owner, now, seconds, where=tasks.c.status.in_([str(s) for s in expected]))
+
+
+def release(conn: Connection, task_id: int, owner: str) -> bool:
+    """Give up our lease on one task; False when it was not ours."""
+    return leases.release(conn, tasks, task_id, owner)
+
+
+def release_all(conn: Connection, owner: str) -> list[int]:
+    """Give up every task lease `owner` holds; the ids."""
+    return leases.release_all(conn, tasks, owner)
