@@ -7,8 +7,8 @@ from typing import Any
 
 from sqlalchemy import Connection, Row, insert, select
 
-from jedictl.model import DATASET_OUTPUT_TYPES, TaskStatus
-from jedictl.store.schema import datasets, job_param_templates, output_templates, task_params, tasks
+from jedictl.model import DATASET_OUTPUT_TYPES
+from jedictl.store.schema import datasets, job_param_templates, output_templates, task_outputs, tasks
 
 
 def datasets_of(conn: Connection, task_id: int) -> list[Row]:
@@ -50,10 +50,12 @@ def output_owners(conn: Connection, names: Iterable[str]) -> list[Row]:
                              .order_by(datasets.c.task_id)))
 
 
-def unrefined_documents(conn: Connection) -> list[Row]:
-    """(task_id, status, user_name, document) of the tasks not refined yet: their datasets exist only in
-    the submitted document (registered, or pending on their parent before refinement)."""
-    waiting = (tasks.c.status == TaskStatus.PENDING.value) & (tasks.c.old_status == TaskStatus.REGISTERED.value)
-    return list(conn.execute(select(tasks.c.id.label("task_id"), tasks.c.status, tasks.c.user_name, task_params.c.document)
-                             .join(task_params, task_params.c.task_id == tasks.c.id)
-                             .where((tasks.c.status == TaskStatus.REGISTERED.value) | waiting).order_by(tasks.c.id)))
+def output_writers(conn: Connection, names: Iterable[str]) -> list[Row]:
+    """(name, task_id, status) of every task registered to write an output or log dataset of one of
+    these names (`task_outputs`, written at registration: refined or not)."""
+    wanted = sorted(set(names))
+    if not wanted:
+        return []
+    return list(conn.execute(select(task_outputs.c.name, task_outputs.c.task_id, tasks.c.status)
+                             .join(tasks, tasks.c.id == task_outputs.c.task_id)
+                             .where(task_outputs.c.name.in_(wanted)).order_by(task_outputs.c.task_id)))

@@ -147,6 +147,17 @@ task_params = Table(
     Column("unknown_keys", JSON, nullable=False),  # keys kept but not understood
 )
 
+#: The output and log dataset names a task writes, recorded when it is registered: an output dataset
+#: belongs to one task, and this answers "who writes it?" with one indexed lookup instead of parsing the
+#: documents of every task not refined yet (migration 0006).
+task_outputs = Table(
+    "task_outputs",
+    metadata,
+    Column("task_id", ID, ForeignKey("tasks.id", ondelete="CASCADE"), primary_key=True),
+    Column("name", LONG_NAME, primary_key=True),
+    Index("ix_task_outputs_name", "name"),
+)
+
 task_status_history = Table(
     "task_status_history",
     metadata,
@@ -558,7 +569,7 @@ retry_rules = Table(
 #: Tables of each migration step, in creation order (used by the migrations and their test).
 TASK_MODEL_TABLES = [
     tasks, task_params, task_status_history, task_commands, datasets, files, output_templates,
-    job_param_templates, jobs, job_files, job_retry_history, work_queues, global_shares,
+    job_param_templates, jobs, job_files, job_retry_history, work_queues, global_shares, task_outputs,
 ]
 CATALOG_TABLES = [
     nuclei, storage_endpoints, sites, site_storage, catalog_datasets, catalog_container_members,

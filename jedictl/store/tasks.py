@@ -11,7 +11,7 @@ from sqlalchemy.exc import IntegrityError
 from jedictl.errors import BadInput, LeaseLost, NotFound
 from jedictl.model import NewDataset, TaskStatus
 from jedictl.store import leases
-from jedictl.store.schema import datasets, job_param_templates, output_templates, task_params, task_status_history, tasks
+from jedictl.store.schema import datasets, job_param_templates, output_templates, task_outputs, task_params, task_status_history, tasks
 
 
 def unique_key(user_name: str, name: str) -> str:
@@ -25,9 +25,11 @@ def find_same_name(conn: Connection, user_name: str, name: str) -> Row | None:
 
 
 def insert_task(
-    conn: Connection, values: dict[str, Any], document: dict[str, Any], fmt: str, unknown_keys: Sequence[str], now: datetime, by: str
+    conn: Connection, values: dict[str, Any], document: dict[str, Any], fmt: str, unknown_keys: Sequence[str], now: datetime, by: str,
+    output_names: Sequence[str] = (),
 ) -> int:
-    """Insert a `registered` task with its parameters and first history line; returns its id.
+    """Insert a `registered` task with its parameters, the names of the datasets it writes and its first
+    history line; returns its id.
 
     A duplicate name under uniqueTaskName is refused by the database itself (unique_name_key), so two
     concurrent submissions cannot both succeed.
@@ -42,6 +44,8 @@ def insert_task(
             raise BadInput(f"task {existing.id} ({existing.status}) already has this name for user {values['user_name']}", "name") from exc
         raise
     conn.execute(insert(task_params).values(task_id=task_id, format=fmt, document=document, unknown_keys=list(unknown_keys)))
+    if output_names:
+        conn.execute(insert(task_outputs), [{"task_id": task_id, "name": name} for name in sorted(set(output_names))])
     record_status(conn, task_id, TaskStatus.REGISTERED, None, "submitted", by, now)
     return task_id
 

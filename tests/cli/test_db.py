@@ -113,3 +113,31 @@ def test_a_database_with_tables_but_no_revision_is_refused(cli, store_url):
     tables = _tables(store_url)
     assert "holds tables (" in cli("db", "init", db=store_url, code=3).stderr
     assert _tables(store_url) == tables
+
+
+def test_upgrade_to_0006_records_the_outputs_of_refined_tasks(cli, store_url):
+    """Migration 0006 fills task_outputs from the datasets of the tasks already refined, so a new
+    submission of one of their output datasets is refused at once."""
+    import json
+
+    from alembic import command
+
+    from jedictl.store.migrate import alembic_config
+    from tests.cli.test_generate import WORKED_EXAMPLE
+    from tests.helpers import run_sql
+
+    def downgrade(conn, revision):
+        config = alembic_config()
+        config.attributes["connection"] = conn
+        command.downgrade(config, revision)
+
+    cli("db", "init", db=store_url)
+    cli("submit", "-", db=store_url, input=json.dumps(WORKED_EXAMPLE))
+    cli("refine", db=store_url)
+    run_sql(store_url, lambda conn: downgrade(conn, "0005"))  # the store as a jedictl of 0005 left it
+    cli("task", "list", db=store_url, code=3)
+    assert cli.json("db", "upgrade", db=store_url)["to_revision"] == HEAD_REVISION
+    rows = run_sql(store_url, lambda conn: sorted(tuple(r) for r in conn.exec_driver_sql("SELECT task_id, name FROM task_outputs")))
+    assert rows == [(1, "ds.log"), (1, "ds.out")]
+    result = cli("submit", "-", db=store_url, input=json.dumps({**WORKED_EXAMPLE, "taskName": "again"}), code=2)
+    assert "output dataset ds.out belongs to task 1 (defined)" in result.stderr

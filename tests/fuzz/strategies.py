@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 from hypothesis import strategies as st
 
-from jedictl.engine.task.options import SPECS
+from jedictl.engine.task.options import REFUSED, SPECS
 
 INT32 = 2**31 - 1
 
@@ -96,7 +96,8 @@ def _option_value(spec) -> st.SearchStrategy[Any]:  # noqa: ANN001 - an OptionSp
     return None  # type: ignore[return-value]
 
 
-_GENERIC_OPTIONS = [s for s in SPECS if s.section not in _SKIP_SECTIONS and _option_value(s) is not None]
+# Options jedictl refuses (REFUSED) are not valid in a valid spec; the broken-spec strategies meet them.
+_GENERIC_OPTIONS = [s for s in SPECS if s.section not in _SKIP_SECTIONS and s.name not in REFUSED and _option_value(s) is not None]
 
 
 @st.composite

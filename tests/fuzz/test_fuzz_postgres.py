@@ -49,7 +49,7 @@ def _refused_or_taken(url: str, argv: list[str], text: str, allowed: set[str]) -
 @fuzz(12)
 @given(text=broken_documents(KNOWN_DOCUMENTS))
 def test_broken_task_specs_change_nothing_on_postgres(seeded_pg, text):
-    _refused_or_taken(seeded_pg, ["submit", "-"], text, {"tasks", "task_params", "task_status_history"})
+    _refused_or_taken(seeded_pg, ["submit", "-"], text, {"tasks", "task_params", "task_status_history", "task_outputs"})
 
 
 @fuzz(8)

@@ -21,7 +21,7 @@ DOC_EXAMPLES = [yaml.safe_load(block) for block in re.findall(r"<!-- example: [\
 PANDA_EXAMPLES = [json.loads(path.read_text()) for path in sorted(EXAMPLES.glob("*.json"))] + [SEED_TASK]
 KNOWN_DOCUMENTS = st.sampled_from(DOC_EXAMPLES + PANDA_EXAMPLES) | task_specs() | panda_params()
 #: What a successful submit writes; anything else changing is a bug.
-SUBMIT_TABLES = ["task_params", "task_status_history", "tasks"]
+SUBMIT_TABLES = ["task_outputs", "task_params", "task_status_history", "tasks"]
 
 
 def test_the_examples_are_there():

@@ -99,7 +99,8 @@ def register_task(conn, definition: TaskDefinition, document: dict[str, Any], no
         if existing is not None:
             raise BadInput(f"task {existing.id} ({existing.status}) already has this name for user {definition.user_name}", "name")
     refuse_shared_outputs(conn, definition)
-    return task_store.insert_task(conn, task_row(definition), document, definition.format, definition.unknown_keys, now, by)
+    return task_store.insert_task(conn, task_row(definition), document, definition.format, definition.unknown_keys, now, by,
+                                  output_names=[dataset.name for dataset in definition.outputs()])
 
 
 def refuse_shared_outputs(conn, definition: TaskDefinition, task_id: int | None = None) -> None:  # noqa: ANN001
@@ -108,12 +109,12 @@ def refuse_shared_outputs(conn, definition: TaskDefinition, task_id: int | None 
     to write the same file names, so the new one is refused -- the owner is continued with `task
     incexec` -- unless it sets allowTaskDuplication, the explicit opt-out.
 
-    At submission (`task_id` None) tasks not refined yet count too: their datasets exist only in their
-    documents. The refiner (`task_id`: the task it refines) looks at refined tasks only, so of two
-    submissions that raced past each other's check the first refined keeps the dataset."""
+    At submission (`task_id` None) every registered task counts, refined or not (`task_outputs`). The
+    refiner (`task_id`: the task it refines) looks at refined tasks only, so of two submissions that
+    raced past each other's check the first refined keeps the dataset."""
     if definition.options.allow_task_duplication:
         return
-    owner = output_owner(conn, definition, task_id, unrefined=task_id is None)
+    owner = output_owner(conn, definition, task_id)
     if owner is not None:
         dataset, other, status = owner
         raise BadInput(f"output dataset {dataset.name} belongs to task {other} ({status}); continue that task with "
@@ -121,22 +122,17 @@ def refuse_shared_outputs(conn, definition: TaskDefinition, task_id: int | None 
                        dataset.path or "outDS")
 
 
-def output_owner(conn, definition: TaskDefinition, task_id: int | None = None,  # noqa: ANN001
-                 unrefined: bool = True) -> tuple[Any, int, str] | None:
+def output_owner(conn, definition: TaskDefinition, task_id: int | None = None) -> tuple[Any, int, str] | None:  # noqa: ANN001
     """(the dataset definition, the other task, its status) for the first output or log dataset of
-    `definition` (in its order) that another task writes, else None."""
+    `definition` (in its order) that another task writes, else None: at submission (`task_id` None) any
+    registered task, at refinement the refined ones."""
     outputs = definition.outputs()
+    names = [d.name for d in outputs]
+    rows = dataset_store.output_writers(conn, names) if task_id is None else dataset_store.output_owners(conn, names)
     owners: dict[str, tuple[int, str]] = {}
-    for row in dataset_store.output_owners(conn, [d.name for d in outputs]):
+    for row in rows:
         if row.task_id != task_id:
             owners.setdefault(row.name, (row.task_id, row.status))
-    for row in dataset_store.unrefined_documents(conn) if unrefined else ():
-        try:
-            other = parse_definition(row.document, user=row.user_name, default_user=row.user_name, policy=UNCAPPED)
-        except BadInput:
-            continue  # a document that does not parse breaks at refinement and writes nothing
-        for dataset in other.outputs():
-            owners.setdefault(dataset.name, (row.task_id, row.status))
     for dataset in outputs:
         if dataset.name in owners:
             return (dataset, *owners[dataset.name])
