@@ -172,19 +172,34 @@ class ChurnFigures:
 
 class Churn:
     """What users and data management do while the agents run (issue 14): files appended to input
-    datasets -- a closed one is re-opened first, and they stay open until the chaos ends, so tasks
-    still reading them pick the files up on their next feed -- and `task incexec` on tasks that
-    ended, which sends them back to `defined` to be fed again, racing the agents that hold leases."""
+    datasets -- a closed one is re-opened first and closed again `open_seconds` later (a growing
+    dataset that data management closes), so tasks reading them pick the files up on their next feed
+    and then end -- and `task incexec` on tasks that ended, which sends them back to `defined` to be
+    fed again, racing the agents that hold leases. (Datasets left open for the whole chaos parked
+    every task that read one in `defined` after a minute: the first 10-minute run did no work after it.)"""
 
-    def __init__(self, store: Any, settings: Any, workload: Workload, rng: random.Random):
+    def __init__(self, store: Any, settings: Any, workload: Workload, rng: random.Random, open_seconds: float = 10.0):
         self.store, self.settings, self.workload, self.rng = store, settings, workload, rng
-        self.opened: set[str] = set()
+        self.open_seconds = open_seconds
+        self.opened: dict[str, datetime] = {}  # re-opened by the churn, and when
         self.figures = ChurnFigures()
         self._serial = 0
 
     def step(self, now: datetime) -> None:
+        self.close_due(now)
         self.add_files(now)
         self.incexec(now)
+
+    def close_due(self, now: datetime) -> None:
+        """Datasets re-opened more than `open_seconds` ago are closed: no more files come."""
+        from jedictl.store import data_catalog as catalog
+
+        due = sorted(name for name, opened in self.opened.items() if (now - opened).total_seconds() >= self.open_seconds)
+        if due:
+            with self.store.begin() as conn:
+                for name in due:
+                    catalog.set_state(conn, name, "closed", now)
+                    del self.opened[name]
 
     def add_files(self, now: datetime) -> None:
         from sqlalchemy import select
@@ -204,7 +219,7 @@ class Churn:
             state = conn.execute(select(catalog_datasets.c.state).where(catalog_datasets.c.name == name)).scalar_one()
             if state != "open":
                 catalog.set_state(conn, name, "open", now)
-                self.opened.add(name)
+                self.opened[name] = now
                 self.figures.datasets_opened += 1
             self.figures.files_added += catalog.add_files(conn, name, new, now)
 
@@ -247,6 +262,7 @@ class Churn:
         with self.store.begin() as conn:
             for name in sorted(self.opened):
                 catalog.set_state(conn, name, "closed", now)
+        self.opened.clear()
 
 
 # ----------------------------------------------------------------------------------------- processes
@@ -395,10 +411,14 @@ class CronFigures:
     after_rounds: list[str] = field(default_factory=list)  # leases left, inconsistent history ... once a round's runs exited
 
 
+#: The one chaos setting the cron rounds keep: tasks they park `pending` (no site free yet) are retried
+#: after a minute, as during the chaos, instead of sitting out the whole chaos behind a 60-minute wait.
+CRON_KEEPS = ("JEDICTL_WATCHDOG__WAIT_FOR_PENDING_MINUTES",)
+
+
 def cron_env(env: dict[str, str]) -> dict[str, str]:
-    """A plain cron line's environment: none of the chaos's simulator settings, default leases."""
-    plain = {k: v for k, v in env.items() if k not in CHAOS_SETTINGS and k != "JEDICTL_LEASE__SECONDS"}
-    return plain
+    """A plain cron line's environment: default leases and timeouts, none of the chaos's job-timeout settings."""
+    return {k: v for k, v in env.items() if (k not in CHAOS_SETTINGS or k in CRON_KEEPS) and k != "JEDICTL_LEASE__SECONDS"}
 
 
 def cron_overlap(store: Any, url: str, env: dict[str, str], rounds: int, workers: int, rng: random.Random, logs: Path,
