@@ -39,13 +39,16 @@ def run_passes(app: AppContext, run_once: Callable[[], Any], loop: float | None)
 def stoppable(app: AppContext) -> Iterator[None]:
     """Passes that SIGINT or SIGTERM stop at once, releasing the leases they hold before the process
     exits 130 or 143 (jedictl.signals)."""
-    from jedictl.signals import Interrupted, interruptible, shielded
+    from jedictl.signals import interruptible, shielded, stopped_by
 
     try:
         with interruptible():
             yield
-    except Interrupted as stop:
-        with shielded():
+    except BaseException as exc:
+        stop = stopped_by(exc)
+        if stop is None:
+            raise
+        with shielded(stop.previous):
             from jedictl.engine.agent import release_after_stop
 
             released = release_after_stop(app.store(), app.owner)

@@ -6,6 +6,10 @@ JEDICTL_HOOK_SLOW_TASK=SECONDS  every task a leased pass handles waits SECONDS f
                                 mid-way, holding its leases, for as long as a test needs)
 JEDICTL_HOOK_HOLDING=PATH       this file is created when a pass starts handling its first task
                                 (the moment to send a signal)
+JEDICTL_HOOK_SLOW_QUERY=SECONDS every task a leased pass handles first locks its row and runs a
+                                statement that takes SECONDS inside the database (PostgreSQL's
+                                pg_sleep), in one transaction: a signal that arrives while the driver
+                                waits for the server, with a row lock held
 JEDICTL_HOOK_BREAK_GUARD=claim  leases.claim_one ignores the condition the row was chosen for -- the
                                 guard whose absence was issue 14's defect 1 -- so a test can show that
                                 its invariants catch the break
@@ -19,11 +23,12 @@ import os
 
 def _install() -> None:
     slow = float(os.environ.get("JEDICTL_HOOK_SLOW_TASK", "0") or 0)
+    slow_query = float(os.environ.get("JEDICTL_HOOK_SLOW_QUERY", "0") or 0)
     holding = os.environ.get("JEDICTL_HOOK_HOLDING")
     broken = os.environ.get("JEDICTL_HOOK_BREAK_GUARD")
-    if not (slow or holding or broken):
+    if not (slow or slow_query or holding or broken):
         return
-    if slow or holding:
+    if slow or slow_query or holding:
         import time
 
         from jedictl.engine import agent
@@ -37,6 +42,10 @@ def _install() -> None:
                         marker.write(f"{report.name} {task_id}\n")
                 if slow:
                     time.sleep(slow)
+                if slow_query:
+                    with store.begin() as conn:  # as a pass mid-transaction: the task row locked, then a long statement
+                        conn.exec_driver_sql(f"UPDATE tasks SET modified_at = modified_at WHERE id = {int(task_id)}")
+                        conn.exec_driver_sql(f"SELECT pg_sleep({slow_query})")
                 return handle(task_id)
 
             return real_pass(store, report, candidates, order_by, slow_handle, **kwargs)
