@@ -51,6 +51,7 @@ def dataset_counters(conn: Connection) -> list[str]:
         select(
             files.c.dataset_id,
             _count(tracked & ~lost).label("records"),
+            _count(~tracked).label("untracked"),
             _count(tracked & lost).label("lost"),
             func.sum(case((tracked & ~lost, record_events()), else_=0)).label("events"),
             _count(tracked & status.in_(USED)).label("used"),
@@ -64,7 +65,7 @@ def dataset_counters(conn: Connection) -> list[str]:
             _count(released & (status == FileStatus.NOTMERGED.value)).label("notmerged"),
         ).group_by(files.c.dataset_id).subquery()
     )
-    names = ("records", "lost", "events", "used", "finished", "failed", "out_finished", "out_failed", "out_events", "released",
+    names = ("records", "untracked", "lost", "events", "used", "finished", "failed", "out_finished", "out_failed", "out_events", "released",
              "merge_used", "notmerged")
     d = datasets.c
     rows = conn.execute(
@@ -75,8 +76,8 @@ def dataset_counters(conn: Connection) -> list[str]:
     for row in rows:
         where = f"task {row.task_id} {row.type} dataset {row.id}"
         if row.type in CLAIMED_TYPES:
-            if row.records == 0 and row.n_files and row.name and row.type != "random_seed":
-                continue  # an untracked secondary: its records are shared, not counted
+            if row.records == 0 and row.untracked:
+                continue  # an untracked secondary (reusable, nosplit+repeat): its records are shared, not counted
             expected = {"n_files": row.records, "n_files_missing": row.lost, "n_events": row.events, "n_files_used": row.used,
                         "n_files_finished": row.finished, "n_files_failed": row.failed}
             used, to_use, n_files = row.n_files_used, row.n_files_to_be_used, row.n_files

@@ -361,3 +361,25 @@ def test_an_output_registered_by_another_job_fails_the_report_s_job(cli, store, 
     assert _catalog_guids(store, lfn) == [f"G-{one['job_id']}-0"]  # the first job's file, not overwritten
     assert {f["status"] for f in _files(store, [i["lfn"] for i in two["inputs"]]).values()} == {"ready"}  # retried
     _consistent(store)
+
+
+def test_a_single_report_that_loses_the_registration_race_fails_its_job(cli, store, tmp_path, monkeypatch):
+    """One report whose output another process registered between the check and the insert: replayed,
+    it sees the registration and fails its job (ddm 200) -- not an internal error, nothing dropped."""
+    from jedictl.engine.jobs import outcomes
+
+    first, second = _two_tasks_one_output(cli, store, tmp_path)
+    one, two = _same_output_pair(cli, store, first, second)
+    _report(cli, store, _finished(one))
+    real, calls = outcomes.job_store.registered_outputs, []
+
+    def checked_before_the_other_registered(conn, pairs):  # noqa: ANN001, ANN202
+        calls.append(1)
+        return set() if len(calls) == 1 else real(conn, pairs)
+
+    monkeypatch.setattr(outcomes.job_store, "registered_outputs", checked_before_the_other_registered)
+    result = _report(cli, store, _finished(two))
+    assert len(calls) == 2  # the batch of one was replayed
+    assert [(i["status"], i["reason"].split(":")[0]) for i in result["items"]] == [("failed", f"output {min(o['lfn'] for o in one['outputs'])} is already registered by another job")]
+    assert cli.json("jobs", "show", str(two["job_id"]), db=store)["status"] == "failed"
+    _consistent(store)

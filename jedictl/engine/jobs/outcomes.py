@@ -47,9 +47,7 @@ from jedictl.engine.jobs.retry_rules import (
     select_rule,
 )
 from jedictl.model import JOB_FINAL, TASK_FINAL, FileStatus, JobStatus
-# One module, two names: in the functions that take the Store as `store`, the operations are `job_store`.
 from jedictl.store import job_outcomes as job_store
-from jedictl.store import job_outcomes as store
 from jedictl.store import retry_rules as rule_store
 
 #: Error a finished report gets when an output it must have produced is missing (PanDA's adder, EC_Adder).
@@ -112,15 +110,14 @@ class _Batch:
 def end_jobs_safely(store: Any, endings: Sequence[Ending], settings: Settings, now: datetime,
                     rules: Sequence[RetryRule] = ()) -> list[EndResult]:
     """End `endings` in batches of settings.report.batch_size; a batch that meets a database fault or
-    a conflict is replayed one job per transaction."""
+    a conflict is replayed one job per transaction -- also a batch of one: replayed, a report whose
+    output another process registered meanwhile sees the registration and fails its job (ddm 200)."""
     results: list[EndResult] = []
     for batch in batches(endings, settings.report.batch_size):
         try:
             with store.begin() as conn:
                 results.extend(end_jobs(conn, batch, settings, now, rules))
         except Exception:  # noqa: BLE001 - replay alone; a genuine fault then surfaces on its own job
-            if len(batch) == 1:
-                raise
             for ending in batch:
                 results.extend(_end_one(store, ending, settings, now, rules))
     return results
@@ -152,10 +149,10 @@ def batches(endings: Sequence[Ending], size: int) -> Iterator[list[Ending]]:
 def end_jobs(conn: Any, endings: Sequence[Ending], settings: Settings, now: datetime,
              rules: Sequence[RetryRule] = ()) -> list[EndResult]:
     """Decide and write the end of each job in `endings` (distinct jobs) in the caller's transaction."""
-    jobs = store.lock_jobs(conn, [e.job_id for e in endings])
-    job_files = store.job_files_of(conn, jobs)
-    records = store.lock_files(conn, [jf.file_id for listed in job_files.values() for jf in listed if jf.file_id is not None])
-    task_rows = store.task_states(conn, [job.task_id for job in jobs.values()])
+    jobs = job_store.lock_jobs(conn, [e.job_id for e in endings])
+    job_files = job_store.job_files_of(conn, jobs)
+    records = job_store.lock_files(conn, [jf.file_id for listed in job_files.values() for jf in listed if jf.file_id is not None])
+    task_rows = job_store.task_states(conn, [job.task_id for job in jobs.values()])
     batch, results = _Batch(), []
     _known_outputs(conn, endings, job_files, batch)
     for ending in endings:
@@ -179,8 +176,8 @@ def _known_outputs(conn: Any, endings: Sequence[Ending], job_files: dict[int, li
     produced = [jf for ending in endings for jf in _registrable(ending, job_files.get(ending.job_id, []))]
     if not produced:
         return
-    batch.dataset_names = {key: name for key, (name, _) in store.dataset_targets(conn, {jf.dataset_id for jf in produced}).items()}
-    batch.registered = store.registered_outputs(conn, {(batch.dataset_names[jf.dataset_id], jf.lfn) for jf in produced})
+    batch.dataset_names = {key: name for key, (name, _) in job_store.dataset_targets(conn, {jf.dataset_id for jf in produced}).items()}
+    batch.registered = job_store.registered_outputs(conn, {(batch.dataset_names[jf.dataset_id], jf.lfn) for jf in produced})
 
 
 def _decide_one(conn: Any, ending: Ending, job: Any, listed: list[Any], records: dict[int, FileRecord], task: Any,
@@ -254,7 +251,7 @@ def _retry_decision(conn: Any, job: Any, error: tuple[str, int, str] | None, rep
     action = chosen[0].action
     options = options_from_dict(task.options or {})
     retry_base = (task.options or {}).get("retry_module", {})
-    n_files, above = store.task_input_ram_counts(conn, task.id, task.ram_count) if action == "increase_memory" else (0, 0)
+    n_files, above = job_store.task_input_ram_counts(conn, task.id, task.ram_count) if action == "increase_memory" else (0, 0)
     state = TaskRetryState(
         ram_count=task.ram_count, ram_unit=task.ram_unit, base_ram_count=task.base_ram_count, cpu_time=task.cpu_time,
         cpu_time_unit=task.cpu_time_unit, n_files_per_job=options.n_files_per_job, n_events_per_job=options.n_events_per_job,
@@ -262,8 +259,8 @@ def _retry_decision(conn: Any, job: Any, error: tuple[str, int, str] | None, rep
         base_n_gb_per_job=retry_base.get("base_n_gb_per_job"), base_n_max_files_per_job=retry_base.get("base_n_max_files_per_job"),
         n_input_files=n_files, n_input_files_above_task_ram=above,
         retry_ram_offset=options.retry_ram_offset, retry_ram_step=options.retry_ram_step, retry_ram_max=options.retry_ram_max,
-        has_finished_jobs=store.task_has_finished_jobs(conn, task.id) if action == "increase_cputime" else False)
-    site = store.site_row(conn, job.site) if action == "increase_cputime" else None
+        has_finished_jobs=job_store.task_has_finished_jobs(conn, task.id) if action == "increase_cputime" else False)
+    site = job_store.site_row(conn, job.site) if action == "increase_cputime" else None
     site_resources = SiteResources(job.site or "", site.core_count, site.core_power, site.max_walltime, site.max_scratch_mb) if site \
         else SiteResources(job.site or "")
     return decide(rules, failed, errors, list(files_view.values()), state, site_resources, settings, now)
@@ -344,24 +341,24 @@ def _collect_files(propagation: Propagation, job: Any, listed: list[Any], batch:
 
 
 def _write(conn: Any, batch: _Batch, records: dict[int, FileRecord], jobs: dict[int, Any], settings: Settings, now: datetime) -> None:
-    store.set_file_limits(conn, list(batch.file_limits.values()))
-    if store.end_jobs(conn, batch.job_rows) != len(batch.job_rows):
+    job_store.set_file_limits(conn, list(batch.file_limits.values()))
+    if job_store.end_jobs(conn, batch.job_rows) != len(batch.job_rows):
         raise Conflict("a job changed while its report was applied")
-    if store.update_files(conn, batch.file_updates) != len(batch.file_updates):
+    if job_store.update_files(conn, batch.file_updates) != len(batch.file_updates):
         raise Conflict("a file record changed while a job's report was applied")
-    store.add_counters(conn, [DatasetDelta(dataset_id, *total) for dataset_id, total in batch.counters.items()], now)
+    job_store.add_counters(conn, [DatasetDelta(dataset_id, *total) for dataset_id, total in batch.counters.items()], now)
     for task_id, values in sorted(batch.task_values.items()):
-        store.update_task(conn, task_id, values)
+        job_store.update_task(conn, task_id, values)
     if batch.outputs:
-        targets = store.dataset_targets(conn, {records[o[0]].dataset_id for o in batch.outputs})
-        endpoints = store.write_endpoints(conn, {o[1] for o in batch.outputs})
+        targets = job_store.dataset_targets(conn, {records[o[0]].dataset_id for o in batch.outputs})
+        endpoints = job_store.write_endpoints(conn, {o[1] for o in batch.outputs})
         rows = []
         for file_id, site, lfn, guid, size, checksum, events, stay_on_site in batch.outputs:
             name, destination = targets[records[file_id].dataset_id]
             # stayOutputOnSite (split rule SO): the file stays where its job ran, whatever the dataset's destination.
             endpoint = endpoints.get(site or "") if stay_on_site else (destination or endpoints.get(site or ""))
             rows.append((name, endpoint, lfn, guid, size, checksum, events))
-        if store.register_outputs(conn, rows, now) != len(rows):
+        if job_store.register_outputs(conn, rows, now) != len(rows):
             # Checked beforehand, so another process registered one of these files meanwhile: replayed,
             # the job whose file it was not fails.
             raise Conflict("an output file was registered by another job while this report was applied")
@@ -445,7 +442,7 @@ def take_heartbeats(store: Any, beats: Sequence[Heartbeat], now: datetime, batch
 
 
 def _beat_batch(conn: Any, beats: Sequence[Heartbeat], now: datetime) -> list[BeatReply]:
-    jobs = store.lock_jobs(conn, [b.job_id for b in beats])
+    jobs = job_store.lock_jobs(conn, [b.job_id for b in beats])
     # The job as the batch has left it so far (a batch may carry several beats for one job).
     state = {job_id: {"status": job.status, "started_at": job.started_at, "ended_at": job.ended_at,
                       "state_changed_at": job.state_changed_at} for job_id, job in jobs.items()}
@@ -475,7 +472,7 @@ def _beat_batch(conn: Any, beats: Sequence[Heartbeat], now: datetime) -> list[Be
         # A guard that kept the status (e.g. running after holding) is worth saying; "already running" is not.
         reason = move.reason if not move.changed and beat.status != current["status"] else ""
         replies.append(BeatReply(job.id, beat.line, current["status"], job.command_to_pilot, reason))
-    if store.beat_jobs(conn, list(rows.values())) != len(rows):
+    if job_store.beat_jobs(conn, list(rows.values())) != len(rows):
         raise Conflict("a job changed while its heartbeat was applied")
     return replies
 
