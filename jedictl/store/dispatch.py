@@ -50,15 +50,16 @@ class DispatchFilterValues(Protocol):
     def prod_source_labels(self) -> tuple[str, ...] | None: ...
 
 
-def site_exists(conn: Connection, site: str) -> bool:
-    return conn.execute(select(sites.c.name).where(sites.c.name == site)).first() is not None
+def site_caps(conn: Connection, site: str, *, lock: bool = False) -> Row | None:
+    """The site's running caps (None: no such site). With `lock`, its row is locked until the
+    transaction ends (PostgreSQL: FOR UPDATE; SQLite holds the write lock already), so dispatchers of
+    one capped site take turns; a site without caps is read without a lock."""
+    query = select(sites.c.name, sites.c.max_running, sites.c.job_caps).where(sites.c.name == site)
+    return conn.execute(query.with_for_update() if lock else query).first()
 
 
-def lock_site_caps(conn: Connection, site: str) -> Row | None:
-    """The site's running caps, its row locked until the transaction ends (PostgreSQL: FOR UPDATE;
-    SQLite holds the write lock already): dispatchers of one capped site take turns."""
-    return conn.execute(select(sites.c.name, sites.c.max_running, sites.c.job_caps).where(sites.c.name == site)
-                        .with_for_update()).first()
+def has_running_caps(caps: Row) -> bool:
+    return caps.max_running is not None or bool(caps.job_caps)
 
 
 def running_at(conn: Connection, site: str) -> dict[str, int]:
@@ -109,7 +110,7 @@ def claim_jobs(conn: Connection, site: str, count: int, executor: str, now: date
     """Move up to `count` activated jobs of `site` to `sent` for `executor`, in one statement; their ids
     (ascending: RETURNING keeps no order, the caller re-sorts by the dispatch key). `label_room` caps
     the jobs of a job type (prodSourceLabel) the claim may take; the caller holds the site's lock
-    (`lock_site_caps`) when it passes one."""
+    (`site_caps(..., lock=True)`) when it passes one."""
     if count <= 0:
         return []
     where = [jobs.c.status == JobStatus.ACTIVATED.value, jobs.c.site == site, *filter_clauses(filters)]

@@ -154,3 +154,30 @@ def test_two_dispatchers_at_once_never_exceed_the_cap(cli, store, tmp_path, roun
         assert _per_site(store, "sent") == {SITE: 4}  # before: 6 after the first round
     assert handed == 4
     assert run_sql(store, check_all) == []
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("caps, waits", [({"max_running": None}, False), ({"max_running": 10}, True)], ids=["no-caps", "capped"])
+def test_only_a_capped_site_is_dispatched_under_its_row_lock(cli, pg_url, tmp_path, caps, waits):
+    """Dispatchers of a site without running caps never wait for each other (the SKIP LOCKED claim);
+    those of a capped site take turns on its row."""
+    import subprocess
+    import sys
+
+    import psycopg
+
+    cli("db", "init", db=pg_url)
+    _activated(cli, pg_url, tmp_path, **{SITE: caps})
+    schema = pg_url.rsplit("%3D", 1)[1]
+    with psycopg.connect(pg_url.split("?")[0].replace("postgresql+psycopg://", "postgresql://")) as holder:
+        holder.execute(f'SELECT 1 FROM "{schema}".sites WHERE name = %s FOR UPDATE', (SITE,))  # another dispatcher's lock
+        command = [sys.executable, "-m", "jedictl", "jobs", "dispatch", "--site", SITE, "--count", "1", "--now", NOW, "-o", "json", "--db", pg_url]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=5)
+            waited = False
+        except subprocess.TimeoutExpired:
+            waited = True
+        holder.rollback()
+    assert waited is waits
+    if not waits:
+        assert done.returncode == 0 and len(json.loads(done.stdout)["jobs"]) == 1, done.stderr

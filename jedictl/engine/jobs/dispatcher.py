@@ -116,13 +116,15 @@ def dispatch_jobs(store: Any, settings: Settings, request: DispatchRequest, now:
     # Drawn before the transaction: a seeded run makes the same choice whatever the store holds.
     sloppy = is_sloppy(settings.dispatch.sloppy_ratio, rng)
     with store.begin() as conn:
-        if not dispatch_store.site_exists(conn, request.site):
+        caps = dispatch_store.site_caps(conn, request.site)
+        if caps is None:
             raise NotFound(f"unknown site {request.site}")
         count, label_room = request.count, None
-        caps = dispatch_store.lock_site_caps(conn, request.site)
-        if caps is not None and (caps.max_running is not None or caps.job_caps):
+        if dispatch_store.has_running_caps(caps):
             # The site's running caps (max_running, job_caps): its row is locked until commit, so a
             # concurrent dispatcher of this site counts the jobs handed out here before it claims.
+            # A site without caps keeps the lock-free claim.
+            caps = dispatch_store.site_caps(conn, request.site, lock=True)
             total, label_room = running_room(caps.max_running, caps.job_caps, dispatch_store.running_at(conn, request.site))
             count = count if total is None else min(count, total)
             if count <= 0:
