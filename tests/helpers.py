@@ -27,15 +27,17 @@ jedictl.cli.main()
 """
 
 
-def jedictl_processes_together(arg_lists: Sequence[Sequence[str]], tmp_dir: Any, timeout: float = 120) -> list[subprocess.Popen]:
-    """Real jedictl processes that start their commands at the same moment (a start barrier)."""
+def jedictl_processes_together(arg_lists: Sequence[Sequence[str]], tmp_dir: Any, timeout: float = 120,
+                               env: dict[str, str] | None = None) -> list[subprocess.Popen]:
+    """Real jedictl processes that start their commands at the same moment (a start barrier); `env`:
+    their environment (e.g. `hooked_env(...)`), else this process's."""
     import glob
     import os
     import time
 
     go = os.path.join(str(tmp_dir), f"go-{uuid.uuid4().hex}")
-    workers = [subprocess.Popen([sys.executable, "-c", _AT_THE_LINE, go, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-               for args in arg_lists]
+    workers = [subprocess.Popen([sys.executable, "-c", _AT_THE_LINE, go, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=env) for args in arg_lists]
     deadline = time.monotonic() + timeout
     while len(glob.glob(go + ".*")) < len(workers):
         if time.monotonic() > deadline or any(w.poll() is not None for w in workers):

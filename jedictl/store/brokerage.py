@@ -31,16 +31,27 @@ def site_load_rows(conn: Connection, statuses: Collection[str]) -> list[Mapping[
     return [r._mapping for r in rows]
 
 
-def slot_load_rows(conn: Connection, statuses: Collection[str]) -> list[Mapping[str, Any]]:
+def slot_load_rows(conn: Connection, statuses: Collection[str], site_names: Collection[str] | None = None) -> list[Mapping[str, Any]]:
     """Job counts (`n`) and the highest current priority (`priority`) per site, prodSourceLabel and status
-    of jobs in `statuses`: what a site's caps are measured against (one GROUP BY)."""
+    of jobs in `statuses` (of `site_names` only, if given): what a site's caps are measured against
+    (one GROUP BY)."""
+    where = [jobs.c.site.is_not(None), jobs.c.status.in_(list(statuses))]
+    if site_names is not None:
+        where.append(jobs.c.site.in_(sorted(site_names)))
     rows = conn.execute(
         select(jobs.c.site, jobs.c.prod_source_label, jobs.c.status, func.count().label("n"),
                func.max(jobs.c.current_priority).label("priority"))
-        .where(jobs.c.site.is_not(None), jobs.c.status.in_(list(statuses)))
-        .group_by(jobs.c.site, jobs.c.prod_source_label, jobs.c.status)
+        .where(*where).group_by(jobs.c.site, jobs.c.prod_source_label, jobs.c.status)
     )
     return [r._mapping for r in rows]
+
+
+def lock_sites(conn: Connection, site_names: Collection[str]) -> None:
+    """Lock these sites' rows until the transaction ends, in name order (PostgreSQL: FOR UPDATE; SQLite's
+    BEGIN IMMEDIATE already holds the write lock): writers of jobs at a capped site take turns, each
+    counting what the other wrote -- as dispatchers of a capped site do (store.dispatch)."""
+    if site_names:
+        conn.execute(select(sites.c.name).where(sites.c.name.in_(sorted(site_names))).order_by(sites.c.name).with_for_update()).all()
 
 
 def task_work_rows(conn: Connection, statuses: Collection[str]) -> list[Row]:

@@ -15,7 +15,7 @@ from jedictl.store.invariants import check_all
 from jedictl.store.schema import jobs
 from tests.cli.test_generate import DS_IN, WORKED_EXAMPLE
 from tests.conftest import ROOT
-from tests.helpers import jedictl_processes_together, run_sql
+from tests.helpers import hooked_env, jedictl_processes_together, run_sql
 
 NOW = "2026-11-21T12:00:00"
 SITE = "CERN-PROD_GRID"  # single-core, like BNL_PROD: the two sites WORKED_EXAMPLE's jobs can go to
@@ -181,3 +181,24 @@ def test_only_a_capped_site_is_dispatched_under_its_row_lock(cli, pg_url, tmp_pa
     assert waited is waits
     if not waits:
         assert done.returncode == 0 and len(json.loads(done.stdout)["jobs"]) == 1, done.stderr
+
+
+@pytest.mark.slow
+def test_two_generators_at_once_never_fill_a_site_past_its_cap(cli, store, tmp_path):
+    """Two `generate` processes started together, each with tasks for the same capped site: each
+    counts the other's jobs under the site's lock before it writes, so together they stay within
+    max_queued (each alone would fill it from its snapshot of the pass's start)."""
+    _grid(cli, store, tmp_path, **{SITE: {"max_queued": 6}})
+    for n in range(4):
+        _submit(cli, store, site=SITE, taskName=f"capped.{n}")
+    _ready(cli, store)
+    args = ["generate", "--db", store, "--now", NOW, "--no-throttle", "-o", "json"]
+    # Each chunk waits a second first (tests/hooks): both processes are past their snapshot before either writes.
+    workers = jedictl_processes_together([args + ["--seed", str(n)] for n in range(2)], tmp_path, env=hooked_env(slow_chunk="1"))
+    made = []
+    for worker in workers:
+        out, err = worker.communicate(timeout=120)
+        assert worker.returncode in (0, 1), err
+        made.append(json.loads(out)["jobs"])
+    assert _per_site(store, "activated") == {SITE: 6}, made  # without the recount under the lock: 12
+    assert run_sql(store, check_all) == []

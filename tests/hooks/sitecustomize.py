@@ -10,6 +10,8 @@ JEDICTL_HOOK_SLOW_QUERY=SECONDS every task a leased pass handles first locks its
                                 statement that takes SECONDS inside the database (PostgreSQL's
                                 pg_sleep), in one transaction: a signal that arrives while the driver
                                 waits for the server, with a row lock held
+JEDICTL_HOOK_SLOW_CHUNK=SECONDS every chunk the generator writes waits SECONDS first, in its
+                                transaction (two generators both past their start-of-pass snapshot)
 JEDICTL_HOOK_BREAK_GUARD=claim  leases.claim_one ignores the condition the row was chosen for -- the
                                 guard whose absence was issue 14's defect 1 -- so a test can show that
                                 its invariants catch the break
@@ -26,8 +28,21 @@ def _install() -> None:
     slow_query = float(os.environ.get("JEDICTL_HOOK_SLOW_QUERY", "0") or 0)
     holding = os.environ.get("JEDICTL_HOOK_HOLDING")
     broken = os.environ.get("JEDICTL_HOOK_BREAK_GUARD")
-    if not (slow or slow_query or holding or broken):
+    slow_chunk = float(os.environ.get("JEDICTL_HOOK_SLOW_CHUNK", "0") or 0)
+    if not (slow or slow_query or holding or broken or slow_chunk):
         return
+    if slow_chunk:
+        import time
+
+        from jedictl.engine.generate import generator
+
+        real_chunk = generator.TaskGenerator._chunk
+
+        def slow_chunk_of(self, conn, *args, **kwargs):  # noqa: ANN001, ANN202
+            time.sleep(slow_chunk)
+            return real_chunk(self, conn, *args, **kwargs)
+
+        generator.TaskGenerator._chunk = slow_chunk_of
     if slow or slow_query or holding:
         import time
 

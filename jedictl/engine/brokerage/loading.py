@@ -9,11 +9,13 @@ from typing import Any, Sequence
 
 from jedictl.engine.catalogs.data import DataCatalog
 from jedictl.engine.brokerage.model import (
+    NO_SLOTS,
     SLOT_PENDING,
     SLOT_RUNNING,
     BrokerageCatalog,
     ChunkInput,
     SiteLoad,
+    SlotLoad,
     catalog_from_rows,
     chunk_input,
     job_atom,
@@ -36,6 +38,15 @@ def load_site_loads(conn: Any) -> dict[str, SiteLoad]:
     # The slot model's view (site caps): per job type, with the highest priority for the overflow.
     slots = slot_loads_from_rows(store.slot_load_rows(conn, SLOT_PENDING + SLOT_RUNNING))
     return site_loads_from_rows(store.site_load_rows(conn, LOAD_STATUSES), slots=slots)
+
+
+def locked_slot_loads(conn: Any, site_names: Sequence[str]) -> dict[str, SlotLoad]:
+    """The slot loads of these sites as the store holds them now, their rows locked until the caller's
+    transaction ends: jobs written meanwhile by another process are counted, and no other process adds
+    any at these sites before this transaction commits."""
+    store.lock_sites(conn, site_names)
+    loads = slot_loads_from_rows(store.slot_load_rows(conn, SLOT_PENDING + SLOT_RUNNING, site_names))
+    return {name: loads.get(name, NO_SLOTS) for name in site_names}
 
 
 def load_task_works(conn: Any) -> list[TaskWork]:

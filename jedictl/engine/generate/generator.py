@@ -20,7 +20,7 @@ from typing import Any, Callable
 from jedictl.clock import PassClock
 from jedictl.config import Settings
 from jedictl.engine.agent import PassReport
-from jedictl.engine.brokerage.loading import chunk_of, load_catalog, load_site_loads, load_throttle_input
+from jedictl.engine.brokerage.loading import chunk_of, load_catalog, load_site_loads, load_throttle_input, locked_slot_loads
 from jedictl.engine.catalogs.data import DataCatalog
 from jedictl.engine.brokerage.job_brokerage import broker_job_sites, pick_site, start_picking
 from jedictl.engine.brokerage import site_slots
@@ -199,11 +199,22 @@ class TaskGenerator:
         master_files = tuple(_input_file(row) for row in claimed)
         secondaries = tuple(self._secondary(conn, dataset, len(master_files)) for dataset in ctx.secondaries)
         chunk = InputChunk(master=master_files, secondaries=tuple(s for s, _, _ in secondaries))
-        brokerage = broker_job_sites(ctx.requirements, chunk_of(_brokerage_records(claimed, ctx), self.factory(conn), is_scout=ctx.scout,
-                                              files_per_job=ctx.live_options.n_files_per_job,
-                                              events_per_job=ctx.live_options.n_events_per_job),
-                                     self.catalog, self.loads, self.settings.brokerage, throttle=self.settings.throttle,
-                                     start_loads=self.start_loads)
+        brokerage_input = chunk_of(_brokerage_records(claimed, ctx), self.factory(conn), is_scout=ctx.scout,
+                                   files_per_job=ctx.live_options.n_files_per_job, events_per_job=ctx.live_options.n_events_per_job)
+
+        def broker() -> Any:
+            return broker_job_sites(ctx.requirements, brokerage_input, self.catalog, self.loads, self.settings.brokerage,
+                                    throttle=self.settings.throttle, start_loads=self.start_loads)
+
+        brokerage = broker()
+        capped = sorted(candidate.site for candidate in brokerage.candidates if candidate.n_free is not None)
+        if capped:
+            # The caps of the pass's snapshot may be stale: other generators write jobs too. Count the
+            # capped candidates' jobs again with their rows locked until this chunk commits, and broker
+            # on those counts -- so concurrent generators never fill a site past its caps together.
+            for name, slots in locked_slot_loads(conn, capped).items():
+                self.loads[name] = dataclasses.replace(self.loads.get(name, SiteLoad()), slots=slots)
+            brokerage = broker()
         if not brokerage.ok:
             raise NoSite(brokerage.summary())
         builder = JobBuilder(ctx, self.settings, self.now)
