@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import Connection, Row, insert, select
+from sqlalchemy import Connection, Row, func, insert, select
 
 from jedictl.model import DATASET_OUTPUT_TYPES
 from jedictl.store.schema import datasets, job_param_templates, output_templates, task_outputs, tasks
@@ -48,6 +48,17 @@ def output_owners(conn: Connection, names: Iterable[str]) -> list[Row]:
     return list(conn.execute(select(datasets.c.name, datasets.c.task_id, tasks.c.status).join(tasks, tasks.c.id == datasets.c.task_id)
                              .where(datasets.c.name.in_(wanted), datasets.c.type.in_([t.value for t in DATASET_OUTPUT_TYPES]))
                              .order_by(datasets.c.task_id)))
+
+
+def lock_output_names(conn: Connection, names: Iterable[str]) -> None:
+    """Serialise the transactions that check and claim these output dataset names until they end: one
+    transaction-level advisory lock per name on PostgreSQL, in name order (so two never deadlock);
+    SQLite's BEGIN IMMEDIATE already makes writers take turns. Without it two submissions (or two
+    refiners) of one name could each see no owner under READ COMMITTED and both be accepted."""
+    if conn.dialect.name != "postgresql":
+        return
+    for name in sorted(set(names)):
+        conn.execute(select(func.pg_advisory_xact_lock(func.hashtextextended(name, 0))))
 
 
 def output_writers(conn: Connection, names: Iterable[str]) -> list[Row]:

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.conftest import EXAMPLES
+from tests.conftest import EXAMPLES, invoke
 from tests.helpers import row_counts
 
 PRUN_FILES = str(EXAMPLES / "prun_files.json")
@@ -97,8 +97,8 @@ def test_an_output_dataset_belongs_to_one_task(cli, store):
     before = row_counts(store)
     refused = cli("submit", "-", db=store, input=_prun(taskName="user.someone.another.name"), code=2)
     assert refused.stderr.strip() == (f"jedictl: error: jobParameters[4]: output dataset {OUT_DS} belongs to task 1 (registered); "
-                                      "continue that task with `jedictl task incexec 1`, or set allowTaskDuplication to write to it "
-                                      "from a new task")
+                                      "continue that task with `jedictl task incexec 1` once it has ended, or set allowTaskDuplication "
+                                      "to write to it from a new task")
     assert row_counts(store) == before
     cli("refine", db=store)
     before = row_counts(store)
@@ -107,6 +107,17 @@ def test_an_output_dataset_belongs_to_one_task(cli, store):
     assert row_counts(store) == before
     # the explicit opt-out
     assert cli.json("submit", "-", db=store, input=_prun(taskName="user.someone.another.name", allowTaskDuplication=True))["task_id"] == 2
+    # an owner that ended can be continued; a broken one cannot (incexec refuses it)
+    from sqlalchemy import update
+
+    from jedictl.store.schema import tasks
+    from tests.helpers import run_sql
+
+    for status, hint in (("finished", "continue that task with `jedictl task incexec 1`, or"),
+                         ("broken", "a broken task cannot be continued: set allowTaskDuplication")):
+        run_sql(store, lambda conn: conn.execute(update(tasks).where(tasks.c.id == 1).values(status=status)))
+        refused = cli("submit", "-", db=store, input=_prun(taskName="user.someone.third.name"), code=2)
+        assert f"belongs to task 1 ({status}); {hint}" in refused.stderr, refused.stderr
 
 
 def test_two_registered_tasks_of_one_output_dataset_the_second_breaks_at_refine(cli, store):
@@ -233,3 +244,26 @@ def test_super_users_and_super_groups_are_not_capped(cli, store):
 def test_production_priorities_are_not_capped(cli, store):
     task_id = cli.json("submit", "-", "--user", "bob", db=store, input=_analysis(5000, prodSourceLabel="managed", taskType="prod"))["task_id"]
     assert _priorities(cli, store, task_id) == (5000, 5000)
+
+
+@pytest.mark.slow
+def test_two_submissions_of_one_output_dataset_at_once_accept_one(store_url, tmp_path):
+    """Both submissions look for the dataset's owner before either registers its task (a test hook holds
+    each a second after its check): the check and the registration are one critical section per
+    dataset name, so the second sees the first and is refused."""
+    from tests.cli.test_generate import WORKED_EXAMPLE
+    from tests.helpers import hooked_env, jedictl_processes_together
+
+    assert invoke(["db", "init", "--db", store_url]).exit_code == 0
+    documents = []
+    for n in range(2):
+        path = tmp_path / f"task{n}.json"
+        path.write_text(json.dumps({**WORKED_EXAMPLE, "taskName": f"racing.{n}"}))
+        documents.append(["submit", str(path), "--db", store_url, "-o", "json"])
+    workers = jedictl_processes_together(documents, tmp_path, env=hooked_env(slow_owner_check="1"))
+    outcomes = []
+    for worker in workers:
+        out, err = worker.communicate(timeout=60)
+        outcomes.append((worker.returncode, err))
+    assert sorted(code for code, _ in outcomes) == [0, 2], outcomes
+    assert any("output dataset ds.out belongs to task" in err for _, err in outcomes), outcomes

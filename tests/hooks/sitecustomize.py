@@ -12,6 +12,9 @@ JEDICTL_HOOK_SLOW_QUERY=SECONDS every task a leased pass handles first locks its
                                 waits for the server, with a row lock held
 JEDICTL_HOOK_SLOW_CHUNK=SECONDS every chunk the generator writes waits SECONDS first, in its
                                 transaction (two generators both past their start-of-pass snapshot)
+JEDICTL_HOOK_SLOW_OWNER_CHECK=SECONDS  a submission waits SECONDS after it looked for the owner of its
+                                output datasets, before it registers the task (two submissions both past
+                                their check)
 JEDICTL_HOOK_BREAK_GUARD=claim  leases.claim_one ignores the condition the row was chosen for -- the
                                 guard whose absence was issue 14's defect 1 -- so a test can show that
                                 its invariants catch the break
@@ -29,8 +32,22 @@ def _install() -> None:
     holding = os.environ.get("JEDICTL_HOOK_HOLDING")
     broken = os.environ.get("JEDICTL_HOOK_BREAK_GUARD")
     slow_chunk = float(os.environ.get("JEDICTL_HOOK_SLOW_CHUNK", "0") or 0)
-    if not (slow or slow_query or holding or broken or slow_chunk):
+    slow_owner_check = float(os.environ.get("JEDICTL_HOOK_SLOW_OWNER_CHECK", "0") or 0)
+    if not (slow or slow_query or holding or broken or slow_chunk or slow_owner_check):
         return
+    if slow_owner_check:
+        import time
+
+        from jedictl.engine.task import submission
+
+        real_owner = submission.output_owner
+
+        def slow_output_owner(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            found = real_owner(*args, **kwargs)
+            time.sleep(slow_owner_check)
+            return found
+
+        submission.output_owner = slow_output_owner
     if slow_chunk:
         import time
 

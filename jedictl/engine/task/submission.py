@@ -13,6 +13,7 @@ from jedictl.engine.task.panda_params import ANALYSIS_LABELS, is_panda_params, p
 from jedictl.engine.task.spec import parse_task_spec
 from jedictl.engine.task.definition import PRIORITY_RANGE, USER_RE, TaskDefinition
 from jedictl.errors import BadInput, NotFound
+from jedictl.model import TASK_FINAL, TaskStatus
 from jedictl.store import datasets as dataset_store
 from jedictl.store import tasks as task_store
 from jedictl.store.tasks import unique_key
@@ -112,14 +113,20 @@ def refuse_shared_outputs(conn, definition: TaskDefinition, task_id: int | None 
     At submission (`task_id` None) every registered task counts, refined or not (`task_outputs`). The
     refiner (`task_id`: the task it refines) looks at refined tasks only, so of two submissions that
     raced past each other's check the first refined keeps the dataset."""
+    # Held until the caller commits, also by a task that may share: a check never misses a writer
+    # that has not committed yet.
+    dataset_store.lock_output_names(conn, [dataset.name for dataset in definition.outputs()])
     if definition.options.allow_task_duplication:
         return
     owner = output_owner(conn, definition, task_id)
     if owner is not None:
         dataset, other, status = owner
-        raise BadInput(f"output dataset {dataset.name} belongs to task {other} ({status}); continue that task with "
-                       f"`jedictl task incexec {other}`, or set allowTaskDuplication to write to it from a new task",
-                       dataset.path or "outDS")
+        if status == TaskStatus.BROKEN:  # incexec does not take a broken task
+            hint = "a broken task cannot be continued: set allowTaskDuplication to write to it from a new task"
+        else:
+            when = "" if status in TASK_FINAL else " once it has ended"
+            hint = f"continue that task with `jedictl task incexec {other}`{when}, or set allowTaskDuplication to write to it from a new task"
+        raise BadInput(f"output dataset {dataset.name} belongs to task {other} ({status}); {hint}", dataset.path or "outDS")
 
 
 def output_owner(conn, definition: TaskDefinition, task_id: int | None = None) -> tuple[Any, int, str] | None:  # noqa: ANN001
