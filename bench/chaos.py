@@ -69,6 +69,8 @@ CHAOS_SETTINGS = {
     "JEDICTL_JOB_TIMEOUTS__SENT_MINUTES": "1",
     "JEDICTL_JOB_TIMEOUTS__HEARTBEAT_HOURS": "0.02",  # 72 s without a heartbeat
     "JEDICTL_WATCHDOG__WAIT_FOR_PENDING_MINUTES": "1",
+    # Re-opened datasets close again within seconds (Churn): their tasks look again after a minute, not 5.
+    "JEDICTL_FEED__CHECK_INTERVAL_MINUTES": "1",
 }
 #: How a pass reports a task it gave up (engine LeaseLost messages).
 LEASE_LOST = ("taken over", "no longer leased", "changed while")
@@ -150,13 +152,14 @@ class Workload:
 
     def active(self) -> int:
         """Tasks the agents can move now: neither final nor waiting (pending, throttled, exhausted, paused
-        tasks wait for the clock or an operator; the chaos's real clock would leave them waiting)."""
+        tasks wait for the clock or an operator, `defined` ones mostly for a re-opened input to close and
+        the feeder's next look; the chaos's real clock would leave them waiting)."""
         from sqlalchemy import func, select
 
         from jedictl.model import TASK_FINAL
         from jedictl.store.schema import tasks
 
-        idle = [s.value for s in TASK_FINAL] + ["pending", "throttled", "exhausted", "paused"]
+        idle = [s.value for s in TASK_FINAL] + ["pending", "throttled", "exhausted", "paused", "defined"]
         with self.store.read() as conn:
             return conn.execute(select(func.count()).where(tasks.c.status.notin_(idle))).scalar_one()
 
