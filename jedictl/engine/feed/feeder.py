@@ -145,7 +145,7 @@ class TaskFeeder:
         max_attempt = None if untracked else (1 if o.disable_auto_retry else o.max_attempt or self.settings.feed.default_max_attempt)
         return FeedSpec(
             is_master=is_master, keep_track=not untracked, max_attempt=max_attempt, max_failure=None if untracked else o.max_failure,
-            n_events_per_file=o.n_events_per_input_file,
+            n_events_per_file=o.n_events_per_input_file, use_real_num_events=bool(o.use_real_num_events),
             n_events_per_job=o.n_events_per_job if is_master else None,
             tgt_num_events_per_job=o.tgt_num_events_per_job if is_master else None,
             first_event_base=1 + (o.first_event_offset or 0),

@@ -8,6 +8,7 @@ dataset is fed in constant memory apart from the keys needed to skip records tha
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 import re
@@ -45,7 +46,8 @@ class FeedSpec:
     keep_track: bool = True
     max_attempt: int | None = 3
     max_failure: int | None = None
-    n_events_per_file: int | None = None  # nEventsPerInputFile, when the catalog gives no count
+    n_events_per_file: int | None = None  # nEventsPerInputFile: every file's count, unless use_real_num_events
+    use_real_num_events: bool = False  # useRealNumEvents: the catalog's count wins (nEventsPerInputFile only when it has none)
     n_events_per_job: int | None = None  # event-level splitting: records of this many events
     tgt_num_events_per_job: int | None = None  # split each file into ~equal ranges near this
     first_event_base: int = 1  # ${FIRSTEVENT} of the first record: 1 + firstEvent offset
@@ -64,6 +66,13 @@ class FeedSpec:
     #: skipFilesUsedBy: files (and event ranges) other tasks already processed
     skip_lfns: frozenset[str] = frozenset()
     skip_ranges: frozenset[tuple[str, int, int]] = frozenset()
+
+    def events_of(self, file: CatalogFile) -> int | None:
+        """A file's events as JEDI's feeder takes them: nEventsPerInputFile when the task gives it (the
+        catalog's count only with useRealNumEvents), else the catalog's."""
+        if self.n_events_per_file and not (self.use_real_num_events and file.n_events is not None):
+            return self.n_events_per_file
+        return file.n_events
 
     @property
     def event_level(self) -> bool:
@@ -111,7 +120,7 @@ def select_files(batches: Iterable[list[CatalogFile]], spec: FeedSpec) -> Iterat
 def events_alignment_key(file: CatalogFile, spec: FeedSpec) -> tuple[int, int, str]:
     """JEDI's eventsAlignment order (insertFilesForDataset_JEDI): files whose event count is a multiple of
     nEventsPerJob first, then by descending events, then by name -- so whole jobs come before short ones."""
-    events = file.n_events if file.n_events is not None else (spec.n_events_per_file or 0)
+    events = spec.events_of(file) or 0
     per_job = spec.n_events_per_job or 0
     aligned = bool(per_job) and events > 0 and events % per_job == 0
     return (0 if aligned else 1, -events, file.lfn)
@@ -129,7 +138,7 @@ def expand(files: Iterable[CatalogFile], spec: FeedSpec, next_first_event: int) 
     for file in files:
         if spec.max_files is not None and n_files >= spec.max_files:
             return
-        events = file.n_events if file.n_events is not None else spec.n_events_per_file
+        events = spec.events_of(file)
         lumi = file.lumi_blocks[0] if file.lumi_blocks else None
         if spec.max_events is not None and events:
             room = spec.max_events - n_events_total
@@ -184,7 +193,9 @@ def pseudo_records(n_events: int | None, n_jobs: int | None, spec: FeedSpec) -> 
     """The master of a no-input task: one logical file of nEvents events, split like a real one, or
     nFiles single-unit records when only the number of jobs is known."""
     if n_events:
-        return list(expand([CatalogFile("pseudo_lfn", n_events=n_events)], spec, spec.first_event_base))
+        # The pseudo file holds nEvents whatever nEventsPerInputFile says (that is about real input files).
+        whole = dataclasses.replace(spec, n_events_per_file=None, use_real_num_events=False)
+        return list(expand([CatalogFile("pseudo_lfn", n_events=n_events)], whole, spec.first_event_base))
     return [Record("pseudo_lfn", None, None, None, None, 1, index, index, spec.first_event_base + index, None) for index in range(n_jobs or 1)]
 
 

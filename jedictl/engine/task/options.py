@@ -60,7 +60,7 @@ class TaskOptions:
     respect_split_rule: bool | None = _opt("split", "respectSplitRule", "scouts and released chunks follow the full split rules", "RR")
     skip_short_input: bool | None = _opt("split", "skipShortInput", "skip files with fewer events than nEventsPerInputFile")
     skip_short_output: bool | None = _opt("split", "skipShortOutput", "drop the short last chunk")
-    use_real_num_events: bool | None = _opt("split", "useRealNumEvents", "use the catalog's per-file event counts", "UE")
+    use_real_num_events: bool | None = _opt("split", "useRealNumEvents", "use the catalog's per-file event counts even with n_events_per_input_file (which otherwise sets every file's count)", "UE")
     order_input_by: str | None = _opt("split", "orderInputBy", "eventsAlignment: input files whose events fill whole jobs (a multiple of n_events_per_job) first, then by descending events; needs n_events_per_job", "OI", choices=("eventsAlignment",))
     add_nth_field_to_lfn: str | None = _opt("split", "addNthFieldToLFN", "fields of the input name joined into ${MIDDLENAME} (comma list of numbers)", "AN")
     use_file_as_source_lfn: bool | None = _opt("split", "useFileAsSourceLFN", "take MIDDLENAME fields from the input file name", "UF")
@@ -189,6 +189,8 @@ REFUSED = {
     "ip_connectivity": "sites describe no worker-node connectivity to match it against",
     "allow_input_wan": "jobs read their input at their site or through its direct-IO storage; jedictl has no remote (WAN) reading",
     "avoid_vp": "the data catalog has no virtual-placement replicas to avoid",
+    "max_num_jobs": "a cap on a task's jobs is JEDI's for hyperparameter-optimisation tasks, which jedictl does not model; "
+                    "bound the work with n_files or n_events",
 }
 #: Refused values of an otherwise implemented option.
 REFUSED_VALUES = {

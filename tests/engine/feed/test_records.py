@@ -144,3 +144,19 @@ def test_where_the_task_goes_once_fed(feeds, kwargs, status):
 def test_waiting_for_a_parent_never_times_out_but_waiting_for_input_does():
     assert task_outcome([UNKNOWN], False, False, parent_running=True).times_out is False
     assert task_outcome([UNKNOWN], False, False, False, wait_input=True).times_out is True
+
+
+@pytest.mark.parametrize("use_real, catalog_events, expected", [
+    (False, 120, 100),  # nEventsPerInputFile wins over the catalog's count (JEDI's feeder)
+    (True, 120, 120),  # useRealNumEvents: the catalog's count
+    (True, None, 100),  # ... unless the catalog has none
+    (False, None, 100),
+])
+def test_n_events_per_input_file_and_use_real_num_events(use_real, catalog_events, expected):
+    spec = FeedSpec(is_master=True, n_events_per_file=100, use_real_num_events=use_real)
+    assert [r.n_events for r in expand([CatalogFile("a.root", n_events=catalog_events)], spec, 1)] == [expected]
+
+
+def test_a_pseudo_master_holds_n_events_whatever_the_events_per_input_file():
+    spec = FeedSpec(is_master=True, n_events_per_job=400, n_events_per_file=50)
+    assert sum(r.end_event - r.start_event + 1 for r in pseudo_records(1000, None, spec)) == 1000

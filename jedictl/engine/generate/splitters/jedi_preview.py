@@ -88,10 +88,7 @@ def split_with_jedi(fileset: Fileset, params: Mapping[str, Any], defaults: Split
     limits = job_limits(options, site, scout=bool(extras.get("scout")), merging=bool(extras.get("merge")),
                         group_boundary_id=extras.get("groupBoundaryID"), defaults=defaults)
     result = split_chunk(InputChunk(tuple(records)), limits)
-    sub_chunks = result.sub_chunks
-    if options.max_num_jobs is not None:
-        sub_chunks = sub_chunks[:options.max_num_jobs]
-    return [planned_job(sub_chunk) for sub_chunk in sub_chunks]
+    return [planned_job(sub_chunk) for sub_chunk in result.sub_chunks]
 
 
 def master_records(fileset: Fileset, options: TaskOptions) -> list[InputFile]:
