@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable, Iterator
 
+from jedictl.clock import PassClock
 from jedictl.errors import LeaseLost
 from jedictl.store import task_leases
 from jedictl.store.database import open_store
@@ -75,12 +76,15 @@ def leased_pass(
     """Claim tasks matching `candidates` in batches and call `handle(task_id) -> (outcome, reason)`.
 
     `candidates` and `order_by` are a task filter and an order the store names (store.task_leases,
-    store.completion.candidates); the pass hands them to the store's claim without reading them."""
+    store.completion.candidates); the pass hands them to the store's claim without reading them. Each
+    batch is claimed from the pass's current moment (`PassClock`): a batch claimed late in a long pass
+    holds its leases for `lease_seconds` from then, not from the pass's start."""
     budget = limit
     seen: set[int] = set()
+    clock = PassClock(now)
     while budget > 0:
         with store.begin() as conn:
-            ids = task_leases.claim(conn, candidates, order_by, seen, owner, now, lease_seconds, min(budget, claim_batch))
+            ids = task_leases.claim(conn, candidates, order_by, seen, owner, clock.current(), lease_seconds, min(budget, claim_batch))
         if not ids:
             break
         budget -= len(ids)

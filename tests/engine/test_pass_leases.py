@@ -113,3 +113,31 @@ def test_a_lease_left_at_the_end_of_a_pass_is_released_and_reported(cli, store):
     finally:
         handle_store.close()
     assert report.errors == 1 and "1 task leases still held" in report.items[0]["reason"]
+
+
+def test_a_batch_claimed_late_in_a_long_pass_holds_its_lease_from_then(cli, store, monkeypatch):
+    """Each batch of a leased pass is claimed from the pass's current moment: the second batch, claimed
+    after the first took 400 s, holds its leases until then + lease (from the frozen start it would be
+    left with less than the lease, or none at all in a pass longer than the lease)."""
+    from jedictl.engine.task.submission import parse_definition, register_task
+
+    handle_store = open_store(store)
+    expiries: dict[int, datetime] = {}
+    try:
+        with handle_store.begin() as conn:
+            for n in range(2):
+                document = {**evgen_task(n)}
+                register_task(conn, parse_definition(document, user="u", default_user="u"), document, NOW, "test")
+        monkeypatch.setattr(jedictl.clock, "time", _Steps())
+
+        def handle(task_id: int):
+            with handle_store.read() as conn:
+                expiries[task_id] = conn.execute(select(tasks.c.lease_expires_at).where(tasks.c.id == task_id)).scalar_one()
+            return "done", None
+
+        leased_pass(handle_store, PassReport("t"), tasks.c.status == "registered", [tasks.c.id], handle,
+                    owner="me", now=NOW, lease_seconds=600, limit=10, claim_batch=1)
+    finally:
+        handle_store.close()
+    first, second = (expiries[task_id] for task_id in sorted(expiries))
+    assert first > NOW + timedelta(seconds=600) and second >= first + timedelta(seconds=400), (first, second)

@@ -96,7 +96,7 @@ def generate_pass(store: Any, settings: Settings, owner: str, now: datetime, lim
             # Guarded by the candidate condition too: the list was read at the start of the pass, and
             # another process may since have handled the task, moved it on (pending, finished ...) and
             # released it -- free, but no longer ours to generate for.
-            if not task_leases.claim_for_generation(conn, task_id, owner, now, settings.lease.seconds, GENERATOR_STATUSES):
+            if not task_leases.claim_for_generation(conn, task_id, owner, pass_clock.current(), settings.lease.seconds, GENERATOR_STATUSES):
                 continue  # another generator has it, or it moved on
         visited += 1
         try:
