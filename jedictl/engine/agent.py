@@ -110,9 +110,8 @@ def ending_leases(store: Any, owner: str, report: PassReport | None) -> list[int
     """Release every task lease `owner` still holds once its pass has ended; the ids.
 
     With `report` (the pass returned normally) a leftover is a bug of that pass's paths and is
-    reported as an error, so it is seen rather than left to block the tasks for the lease time. The
-    release runs on a fresh engine when the pass was interrupted (the interrupted connection may be
-    unusable)."""
+    reported as an error, so it is seen rather than left to block the tasks for the lease time.
+    (After a signal, `release_after_stop` does the release on a fresh engine instead.)"""
     with store.begin() as conn:
         left = task_leases.release_all(conn, owner)
     if left and report is not None:
