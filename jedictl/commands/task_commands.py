@@ -75,6 +75,7 @@ def incexec(
     ctx: typer.Context, task_id: TaskArg,
     source: Annotated[str, typer.Argument(metavar="FILE|-", help="Task parameters to change, YAML or JSON (null removes one); - reads stdin.")],
     user: UserOpt = None, comment: CommentOpt = None,
+    rescout: Annotated[bool, typer.Option("--rescout", help="Run scout jobs again before the rest (a task scouts once unless asked).")] = False,
 ) -> None:
     """Retry a task with changed parameters and a fresh look at its inputs.
 
@@ -82,13 +83,14 @@ def incexec(
     MWT2}`: nFilesPerJob, nMaxFilesPerJob, nGBPerJob, nFiles, nEvents, maxWalltime, includedSite,
     excludedSite, site, cloud, ramCount, maxCoreCount, forceStaged (options refused at submission,
     e.g. avoidVP, are refused here too). Unsuccessful inputs are retried as by `retry`, and the task goes back to `defined`
-    with its input datasets to be fed again, so `feed` picks up files added since. Accepted in
-    finished, failed, aborted, done and exhausted.
+    with its input datasets to be fed again, so `feed` picks up files added since. A task scouts once:
+    with `--rescout` its next jobs are scouts again, measured before the rest is released (when the
+    changes make the old measurements wrong). Accepted in finished, failed, aborted, done and exhausted.
     """
     from jedictl.engine.input.documents import load_document
 
     text, name = read_source(source)
-    _run(ctx, "incexec", task_id, user, comment, changes=load_document(text, name))
+    _run(ctx, "incexec", task_id, user, comment, changes=load_document(text, name), rescout=rescout)
 
 
 def pause(

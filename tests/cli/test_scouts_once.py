@@ -87,6 +87,28 @@ def test_incexec_after_new_files_processes_all_input(cli, store, tmp_path):
     assert history[history.index("toincexec"):] == ["toincexec", "defined", "ready", "running", "prepared", "done"]
 
 
+def test_an_operator_can_ask_for_scouts_again(cli, store, tmp_path):
+    """`task incexec --rescout`: the task scouts again (its first chunks are scouts, measured before
+    the rest is released), then processes all its input; the command's audit records the ask."""
+    _grid(cli, store, tmp_path)
+    task_id = cli.json("submit", "-", db=store, input=json.dumps(SCOUTED_TASK))["task_id"]
+    clock = [0]
+    assert _drive(cli, store, task_id, clock) == "done"
+    cli("data", "open", "ds.in", db=store)
+    cli("data", "add-files", "ds.in", _new_files(tmp_path, 26, 40), db=store)
+    cli("data", "close", "ds.in", db=store)
+    changes = tmp_path / "changes.yaml"
+    changes.write_text("ramCount: 3000\n")
+    outcome = cli.json("task", "incexec", str(task_id), str(changes), "--rescout", "--user", "alice", db=store)
+    assert outcome["message"].endswith("; the task scouts again")
+    assert _drive(cli, store, task_id, clock) == "done"
+    assert (_input(store, task_id)["n_files"], _input(store, task_id)["n_files_finished"]) == (40, 40)
+    shown = cli.json("task", "show", str(task_id), db=store)
+    history = [h["status"] for h in shown["status_history"]]
+    assert history.count("scouting") == 2 and history[history.index("toincexec"):].count("scouted") == 1, history
+    assert shown["commands"][-1]["parameters"]["rescout"] is True
+
+
 def test_run_until_closed_on_a_growing_dataset_processes_all_input(cli, store, tmp_path):
     _grid(cli, store, tmp_path)
     grow = {"datasets": [{**DS_IN["datasets"][0], "name": "ds.grow", "state": "open",

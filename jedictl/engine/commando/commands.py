@@ -57,6 +57,7 @@ class Request:
     soft: bool = False  # finish --soft
     max_attempt: int | None = None  # retry --max-attempt
     changes: Mapping[str, Any] | None = None  # incexec: task parameters to change
+    rescout: bool = False  # incexec --rescout: the task scouts again (by default a task scouts once)
     site: str | None = None  # reassign targets
     cloud: str | None = None
     nucleus: str | None = None
@@ -281,10 +282,14 @@ class _Commando:
             recovered = {d.dataset_id for d in plan.datasets if d.deltas.get("n_files")}
             self.store.recount_inputs(self.conn, recovered, self.now)  # lost files came back: their events count again
             values.update(options=change.options, **change.columns, **self._ram_columns(task, change))
+            if request.rescout:
+                values["scouts_done"] = False  # the feeder releases the scouts' chunks again, finalize measures them
             # the parameters are merged here, so the refiner has nothing left to do: the feeder looks
             # at the inputs again (datasets toupdate) and picks up new files
             new_status = TaskStatus.DEFINED
         message = f"{retried} input files back to ready" + (f"; inputs to be fed again with {_changes(change.changed)}" if change else "")
+        if change is not None and request.rescout:
+            message += "; the task scouts again"
         self._move(task.id, new_status, start.status, message, request.user, error_dialog=None, **values)
         outcome = Outcome(task.id, command, task.status, new_status, "applied", message, files={"retried": retried})
         if plan.retry_children:
@@ -413,4 +418,6 @@ def _parameters(request: Request) -> dict[str, Any] | None:
     params = {key: value for key, value in values.items() if value is not None}
     if request.changes:
         params["changes"] = dict(request.changes)
+    if request.rescout:
+        params["rescout"] = True
     return params or None

@@ -219,15 +219,18 @@ class TaskFeeder:
             vanished = sorted({key[0] for key, status in existing.items() if status in file_store.UNUSED and key[0] not in listed})
             file_store.mark_lost(conn, dataset.id, vanished)
         counts = file_store.count_records(conn, dataset.id)
-        released = self._released(spec, counts.records, state, budget)
+        released = self._released(spec, counts.records, dataset.n_files_used, state, budget)
         self._update(conn, dataset.id, status=DatasetStatus.READY.value, state=state, state_checked_at=self.now,
                      n_files=counts.records, n_files_missing=counts.lost, n_events=counts.events,
                      n_files_to_be_used=max(released, dataset.n_files_used), n_events_to_be_used=_events_of_first(conn, dataset.id, released, counts),
                      modified_at=self.now)
         return DatasetFeed(dataset.name, spec.is_master, state="closed" if state == "closed" else "open", mutable=state == "mutable", usable=counts.records)
 
-    def _released(self, spec: FeedSpec, usable: int, state: str, budget: _Budget) -> int:
-        """nFilesToBeUsed: secondaries release everything; masters follow scouts and growing inputs."""
+    def _released(self, spec: FeedSpec, usable: int, used: int, state: str, budget: _Budget) -> int:
+        """nFilesToBeUsed: secondaries release everything; masters follow scouts and growing inputs.
+
+        Scouts are released on top of the records already used: a task asked to scout again (`incexec
+        --rescout`) gets its scouts' chunks of the records it has not processed yet."""
         if not spec.is_master:
             return usable
         if state == "open":
@@ -235,10 +238,12 @@ class TaskFeeder:
         chunk = self.options.n_files_per_job or 1
         # A growing input is released in whole bunches: 10 chunks while scouting, else nChunksToWait.
         chunks = self.settings.feed.n_chunks_for_scout if budget.left is not None else self.settings.feed.n_chunks_to_wait
-        released = release_count(usable, budget.left, chunks * chunk if state == "mutable" else None, closed=state == "closed")
-        if budget.left is not None:
-            budget.left = max(0, budget.left - released)
-        return released
+        bunch = chunks * chunk if state == "mutable" else None
+        if budget.left is None:
+            return release_count(usable, None, bunch, closed=state == "closed")
+        scouts = release_count(max(usable - used, 0), budget.left, bunch, closed=state == "closed")
+        budget.left = max(0, budget.left - scouts)
+        return used + scouts
 
     # ------------------------------------------------------------------------------ the task
 

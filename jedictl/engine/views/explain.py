@@ -51,7 +51,7 @@ def explain_task(conn: Any, task_id: int, settings: Settings, now: datetime, dat
     catalog = load_catalog(conn)
     loads = load_site_loads(conn)
     requirements = task_requirements_from_row(task._mapping, options)
-    chunk = chunk_of(next_chunk_files(conn, task_id, settings.task_broker.input_files), data, is_scout=task.status == TaskStatus.READY.value and not options.skip_scout and not task.scouts_done,
+    chunk = chunk_of(next_chunk_files(conn, task_id, settings.task_broker.input_files), data, is_scout=task.status in (TaskStatus.READY.value, TaskStatus.SCOUTING.value) and not options.skip_scout and not task.scouts_done,
                      files_per_job=options.n_files_per_job, events_per_job=options.n_events_per_job)
     if task.status == TaskStatus.ASSIGNING.value:
         tokens = view_store.output_storage_tokens(conn, task_id)
