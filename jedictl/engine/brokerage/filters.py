@@ -18,6 +18,7 @@ from fnmatch import fnmatchcase
 from jedictl.config import BrokerageSettings, ThrottleSettings
 from jedictl.engine.brokerage import site_needs as res
 from jedictl.engine.brokerage import site_slots
+from jedictl.engine.jobs.resources import job_priority
 from jedictl.engine.brokerage.model import (
     NO_LOAD,
     BrokerageCatalog,
@@ -105,10 +106,8 @@ class BrokerContext:
 
     @property
     def job_priority(self) -> int:
-        """The priority the chunk's jobs get (scouts: max(901, task priority + 1))."""
-        if self.chunk.is_scout:
-            return max(self.settings.scout_priority_floor, self.task.priority + 1)
-        return self.task.priority
+        """The priority the chunk's jobs get (scouts: max(901, task priority + 1)); what the caps' overflow compares."""
+        return job_priority(self.task.priority, self.chunk.is_scout, False, self.settings.scout_priority_floor, 0)
 
     def slot_decision(self, site: Site) -> site_slots.SiteSlotDecision:
         """The site's caps (WMCore's slot model) for one more job of this chunk."""

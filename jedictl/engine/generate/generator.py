@@ -27,6 +27,7 @@ from jedictl.engine.brokerage import site_slots
 from jedictl.engine.brokerage.model import SiteLoad
 from jedictl.engine.generate.job_builder import JobBuilder, TaskContext
 from jedictl.engine.generate.merge_jobs import MergeConflict, make_merge_jobs
+from jedictl.engine.jobs.resources import job_priority
 from jedictl.engine.shares.usage import load_generation_order, task_ranks
 from jedictl.engine.generate.splitters import START, InputChunk, InputFile, SecondaryInput, SplitDefaults, job_limits, site_limits, split_at_site, sub_chunks_per_site
 from jedictl.engine.generate.task_order import Candidate, order_tasks
@@ -296,8 +297,7 @@ class TaskGenerator:
 
     def _job_priority(self) -> int:
         """The priority the generator gives this task's jobs (scouts: max(901, task priority + 1))."""
-        priority = self.context.requirements.priority
-        return max(self.settings.brokerage.scout_priority_floor, priority + 1) if self.context.scout else priority
+        return job_priority(self.context.requirements.priority, self.context.scout, False, self.settings.brokerage.scout_priority_floor, 0)
 
     def _cap_reason(self, site: Any, taken: int) -> str:
         """The cap that stops `site` once `taken` more jobs of this chunk are counted (for the reason)."""

@@ -102,7 +102,14 @@ class _Batch:
     # (dataset name, lfn) of every output already in the catalog or registered by an earlier job of
     # this batch: a second job reporting one of them fails (never an overwrite, never a silent drop).
     registered: set[tuple[str, str]] = field(default_factory=set)
-    dataset_names: dict[int, str] = field(default_factory=dict)
+    targets: dict[int, tuple[str, str | None]] = field(default_factory=dict)  # dataset id -> (name, destination), read once
+
+    def read_targets(self, conn: Any, dataset_ids: set[int]) -> dict[int, tuple[str, str | None]]:
+        """The (name, destination) of these datasets, each read once per batch."""
+        missing = dataset_ids - self.targets.keys()
+        if missing:
+            self.targets.update(job_store.dataset_targets(conn, missing))
+        return self.targets
 
 
 # ------------------------------------------------------------------------------------ ending jobs
@@ -176,8 +183,8 @@ def _known_outputs(conn: Any, endings: Sequence[Ending], job_files: dict[int, li
     produced = [jf for ending in endings for jf in _registrable(ending, job_files.get(ending.job_id, []))]
     if not produced:
         return
-    batch.dataset_names = {key: name for key, (name, _) in job_store.dataset_targets(conn, {jf.dataset_id for jf in produced}).items()}
-    batch.registered = job_store.registered_outputs(conn, {(batch.dataset_names[jf.dataset_id], jf.lfn) for jf in produced})
+    targets = batch.read_targets(conn, {jf.dataset_id for jf in produced})
+    batch.registered = job_store.registered_outputs(conn, {(targets[jf.dataset_id][0], jf.lfn) for jf in produced})
 
 
 def _decide_one(conn: Any, ending: Ending, job: Any, listed: list[Any], records: dict[int, FileRecord], task: Any,
@@ -199,7 +206,7 @@ def _decide_one(conn: Any, ending: Ending, job: Any, listed: list[Any], records:
     files_view = {jf.file_id: records[jf.file_id] for jf in listed if jf.file_id in records}
     error = _error_of(ending)
     decision: RetryDecision | None = None
-    produced = [(batch.dataset_names.get(jf.dataset_id, ""), jf.lfn) for jf in _registrable(ending, listed)]
+    produced = [(batch.targets.get(jf.dataset_id, ("", None))[0], jf.lfn) for jf in _registrable(ending, listed)]
     taken = frozenset(lfn for name, lfn in produced if (name, lfn) in batch.registered)
     propagation = propagate(record, job_report, listed, files_view, merge_input_extra_attempts=settings.report.merge_input_extra_attempts,
                             registered=taken)
@@ -350,7 +357,7 @@ def _write(conn: Any, batch: _Batch, records: dict[int, FileRecord], jobs: dict[
     for task_id, values in sorted(batch.task_values.items()):
         job_store.update_task(conn, task_id, values)
     if batch.outputs:
-        targets = job_store.dataset_targets(conn, {records[o[0]].dataset_id for o in batch.outputs})
+        targets = batch.read_targets(conn, {records[o[0]].dataset_id for o in batch.outputs})
         endpoints = job_store.write_endpoints(conn, {o[1] for o in batch.outputs})
         rows = []
         for file_id, site, lfn, guid, size, checksum, events, stay_on_site in batch.outputs:
