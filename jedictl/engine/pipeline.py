@@ -11,45 +11,40 @@ from datetime import datetime
 from typing import Any, Callable, Iterator
 
 from jedictl.config import Settings
-from jedictl.engine.agent import PassReport
+from jedictl.engine.agent import PassReport, ending_leases
+from jedictl.engine.brokerage.broker import broker_pass
+from jedictl.engine.feed.feeder import feed_pass
+from jedictl.engine.finalize.postprocessor import finalize_pass
+from jedictl.engine.generate.generator import generate_pass
+from jedictl.engine.refine.refiner import refine_pass
+from jedictl.engine.watch.watchdog import watch_pass
+from jedictl.errors import BadInput
 
 #: Pipeline order: refine -> feed -> broker -> generate -> finalize, then the watchdog's housekeeping.
 AGENTS = ("refine", "feed", "broker", "generate", "finalize", "watch")
 
 
 def _refine(store: Any, settings: Settings, owner: str, now: datetime, seed: int | None) -> PassReport:
-    from jedictl.engine.refine.refiner import refine_pass
-
     return refine_pass(store, settings, owner, now)
 
 
 def _feed(store: Any, settings: Settings, owner: str, now: datetime, seed: int | None) -> PassReport:
-    from jedictl.engine.feed.feeder import feed_pass
-
     return feed_pass(store, settings, owner, now)
 
 
 def _broker(store: Any, settings: Settings, owner: str, now: datetime, seed: int | None) -> PassReport:
-    from jedictl.engine.brokerage.broker import broker_pass
-
     return broker_pass(store, settings, owner, now, seed=seed)
 
 
 def _generate(store: Any, settings: Settings, owner: str, now: datetime, seed: int | None) -> PassReport:
-    from jedictl.engine.generate.generator import generate_pass
-
     return generate_pass(store, settings, owner, now, seed=seed)
 
 
 def _finalize(store: Any, settings: Settings, owner: str, now: datetime, seed: int | None) -> PassReport:
-    from jedictl.engine.finalize.postprocessor import finalize_pass
-
     return finalize_pass(store, settings, owner, now)
 
 
 def _watch(store: Any, settings: Settings, owner: str, now: datetime, seed: int | None) -> PassReport:
-    from jedictl.engine.watch.watchdog import watch_pass
-
     return watch_pass(store, settings, owner, now)
 
 
@@ -60,7 +55,6 @@ PASSES: dict[str, Callable[[Any, Settings, str, datetime, int | None], PassRepor
 
 def parse_agents(text: str | None) -> tuple[str, ...]:
     """`refine,feed` -> the named agents, always in pipeline order; None or "" -> all of them."""
-    from jedictl.errors import BadInput
 
     if not text:
         return AGENTS
@@ -75,7 +69,6 @@ def run_pipeline(store: Any, settings: Settings, owner: str, clock: Callable[[],
                  seed: int | None = None) -> Iterator[tuple[PassReport, float]]:
     """One pass of each agent in order, yielding (report, seconds) as each ends; a pass that raises is
     reported as one error and the next agent still runs."""
-    from jedictl.engine.agent import ending_leases
 
     for name in agents:
         started = time.monotonic()

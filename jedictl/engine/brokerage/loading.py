@@ -23,6 +23,7 @@ from jedictl.engine.brokerage.model import (
     slot_loads_from_rows,
 )
 from jedictl.engine.brokerage.task_brokerage import ACTIVE_FOR_RW, TaskWork
+from jedictl.engine.shares.throttler import QueueCounts, QueueLimits, ThrottleInput, resolve_limit
 from jedictl.store import brokerage as store
 
 #: Job statuses that load a site.
@@ -87,7 +88,6 @@ GENERATOR_STATUSES = ("ready", "running", "scouting")
 
 def load_throttle_input(conn: Any, share: str, resource_type: str | None, label: str, limits_config: dict) -> Any:
     """The throttler's view of one global share x resource type: job counts, limits, top priorities."""
-    from jedictl.engine.shares.throttler import QueueCounts, QueueLimits, ThrottleInput, resolve_limit
 
     limits = {tag: resolve_limit(limits_config, tag, share, resource_type) for tag in ("NQUEUELIMIT", "NRUNNINGCAP", "NQUEUECAP")}
     # Count at the level the limit was found: per resource type only when it was configured so.

@@ -7,13 +7,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
+from jedictl.engine.catalogs.data import parse_catalog_import
+from jedictl.engine.catalogs.sites import parse_resource_catalog
 from jedictl.store import data_catalog as store_catalog
 from jedictl.store import sites as site_store
 
 
 def import_resource_catalog(conn: Any, document: Mapping[str, Any], now: datetime) -> list[dict[str, Any]]:
     """Create or update nuclei, storage endpoints and sites; one report line per row."""
-    from jedictl.engine.catalogs.sites import parse_resource_catalog
 
     catalog = parse_resource_catalog(document, *site_store.known_names(conn))
     report = site_store.upsert_rows(conn, "nucleus", catalog.nuclei, now)
@@ -29,7 +30,6 @@ def import_resource_catalog(conn: Any, document: Mapping[str, Any], now: datetim
 
 def import_data_catalog(conn: Any, document: Mapping[str, Any], now: datetime) -> list[dict[str, Any]]:
     """Add datasets, containers, files and replicas; files already known are skipped."""
-    from jedictl.engine.catalogs.data import parse_catalog_import
 
     data = parse_catalog_import(document, store_catalog.known_endpoints(conn), store_catalog.known_datasets(conn))
     return store_catalog.import_catalog(conn, data, now)

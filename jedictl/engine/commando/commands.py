@@ -22,11 +22,15 @@ from datetime import datetime
 from typing import Any
 
 from jedictl.config import Settings
+from jedictl.engine.brokerage.loading import load_catalog
+from jedictl.engine.brokerage.task_brokerage import output_endpoint
 from jedictl.engine.commando import rules as commando
 from jedictl.engine.commando.rules import CommandTask, FileRecord, children_to_retry, default_comment, plan_retry, refusal
-from jedictl.engine.task.final_status import REJECT_EXTERNAL_CHANGE, DatasetRecord, final_dataset_statuses, from_row
 from jedictl.engine.jobs.outcomes import Conflict, Ending, end_jobs
 from jedictl.engine.jobs.states import plan_kill
+from jedictl.engine.shares.resource_types import load_resource_types, match_resource_type, ram_per_core
+from jedictl.engine.task.final_status import REJECT_EXTERNAL_CHANGE, DatasetRecord, final_dataset_statuses, from_row
+from jedictl.engine.task.incexec import incexec_change
 from jedictl.errors import BadInput, JedictlError
 from jedictl.model import DATASET_INPUT_TYPES, CommandStatus, JobStatus, TaskStatus
 from jedictl.store import completion
@@ -252,8 +256,6 @@ class _Commando:
         return self._retry_or_incexec(task, request, comment, None)
 
     def _incexec(self, task: Any, request: Request, comment: str) -> Outcome:
-        from jedictl.engine.task.incexec import incexec_change
-
         change = incexec_change(task.options or {}, request.changes)
         return self._retry_or_incexec(task, request, comment, change)
 
@@ -302,7 +304,6 @@ class _Commando:
         """A new ramCount changes the task's RAM and so maybe its resource type (as at refinement)."""
         if "ram_count" not in change.changed:
             return {}
-        from jedictl.engine.shares.resource_types import load_resource_types, match_resource_type, ram_per_core
 
         refine = self.settings.refine
         ram = change.options.get("ram_count")
@@ -337,8 +338,6 @@ class _Commando:
     def _placement(self, task: Any, request: Request) -> tuple[dict[str, Any], dict[int, str]]:
         """The new site/cloud/nucleus, checked against the resource catalog, and the output
         destinations at a new nucleus. Naming a cloud or nucleus without a site frees a pinned task."""
-        from jedictl.engine.brokerage.loading import load_catalog
-        from jedictl.engine.brokerage.task_brokerage import output_endpoint
 
         if not (request.site or request.cloud or request.nucleus):
             raise BadInput("name where to: --site, --cloud or --nucleus", "reassign")

@@ -3,7 +3,6 @@ avalanche, "phase complete", and the end of a task.
 
 A pass leases the tasks `store.completion.candidates` names and walks each one as far as it can go,
 one transaction per step, every step guarded by the task's status and our lease:
-
     scouting  --scouts evaluated-->  scouted -> running (avalanche)  |  exhausted  |  tobroken
     scouted   --avalanche command--> running (scouts measured, forced)  |  exhausted
     running   --first finished job--> scout statistics written (tasks that skipped scouts)
@@ -38,14 +37,14 @@ from jedictl.engine.task.final_status import (
     phase_complete,
     prepare,
 )
-from jedictl.engine.task.options import TaskOptions, options_from_dict
+from jedictl.engine.commando.commands import Request, run_command
 from jedictl.engine.finalize.scout_facts import scout_counts, scout_job, scout_request, task_values, thresholds
 from jedictl.engine.finalize.scouts import early_avalanche_due, evaluate, measure
-from jedictl.errors import LeaseLost
+from jedictl.engine.task.options import TaskOptions, options_from_dict
+from jedictl.errors import JedictlError, LeaseLost
 from jedictl.model import TASK_FINAL, TASK_PARENT_CORRUPTED, DatasetType, TaskStatus
-from jedictl.store import completion
+from jedictl.store import completion, task_leases
 from jedictl.store import datasets as dataset_store
-from jedictl.store import task_leases
 from jedictl.store import tasks as task_store
 
 S = TaskStatus
@@ -234,8 +233,6 @@ class TaskFinalizer:
     def _kill_children(self, task_id: int, status: str) -> None:
         """Kill every descendant of a task that failed, broke or was aborted -- the `kill` command, as
         JEDI sends it (the child's queued jobs end, a child without live jobs is aborted at once)."""
-        from jedictl.engine.commando.commands import Request, run_command
-        from jedictl.errors import JedictlError
 
         with self.store.read() as conn:
             tree = [ChildTask(row.id, row.parent_id, row.status) for row in completion.descendants(conn, task_id)]

@@ -26,12 +26,13 @@ from typing import Any
 from jedictl.clock import parse_time
 from jedictl.config import Settings
 from jedictl.engine.input import fields
+from jedictl.engine.input.documents import parse_text
 from jedictl.engine.input.regexes import compile_pattern
 from jedictl.engine.jobs.resources import SiteResources
 from jedictl.engine.jobs.results import FileRecord, is_retryable
 from jedictl.errors import BadInput
 from jedictl.model.retry import RULE_KEYS as _RULE_KEYS
-from jedictl.model.retry import SCOPE_FIELDS, RetryRule, normalise_source
+from jedictl.model.retry import RetryRule, SCOPE_FIELDS, normalise_source
 
 ACTIONS = ("no_retry", "limit_retry", "increase_memory", "increase_cputime", "reduce_input_per_job")
 #: files.type the retry module changes: the job's inputs, never its random seed or outputs.
@@ -46,7 +47,6 @@ _ALIASES = {"errorsource": "error_source", "errorcode": "error_code", "error_dia
 
 def parse_rules_text(text: str, source: str = "rules") -> tuple[RetryRule, ...]:
     """`jedictl retry-rules import FILE`: a YAML or JSON list of rules (or {"rules": [...]})."""
-    from jedictl.engine.input.documents import parse_text
 
     return load_rules(parse_text(text, source), source)
 

@@ -16,13 +16,13 @@ from datetime import datetime
 from typing import Any
 
 from jedictl.config import RefineSettings, Settings
-from jedictl.engine.shares import resource_types
-from jedictl.engine.shares import global_shares as shares
-from jedictl.engine.task import split_rule
-from jedictl.engine.shares import work_queues
-from jedictl.engine.task.submission import UNCAPPED, parse_definition, refuse_shared_outputs
-from jedictl.engine.task.definition import DatasetDef, TaskDefinition
 from jedictl.engine.agent import PassReport, leased_pass
+from jedictl.engine.shares import global_shares as shares
+from jedictl.engine.shares import resource_types, work_queues
+from jedictl.engine.shares.definitions import current_definitions
+from jedictl.engine.task import split_rule
+from jedictl.engine.task.definition import DatasetDef, TaskDefinition
+from jedictl.engine.task.submission import UNCAPPED, parse_definition, refuse_shared_outputs
 from jedictl.errors import BadInput, JedictlError, LeaseLost
 from jedictl.model import TASK_PARENT_COMPLETED, TASK_PARENT_CORRUPTED, DatasetType, NewDataset, TaskStatus
 from jedictl.store import task_leases
@@ -52,7 +52,6 @@ class Catalog:
     @classmethod
     def from_store(cls, store, settings: Settings) -> "Catalog":  # noqa: ANN001 - Store
         """Work queues and global shares in force (the store's once imported, else the settings')."""
-        from jedictl.engine.shares.definitions import current_definitions
 
         with store.read() as conn:
             definitions = current_definitions(conn, settings).definitions

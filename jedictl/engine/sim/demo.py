@@ -19,6 +19,12 @@ from typing import Any
 
 from jedictl.config import Settings
 from jedictl.engine.agent import PassReport
+from jedictl.engine.catalogs.importer import import_data_catalog, import_resource_catalog
+from jedictl.engine.commando.commands import Request, run_command
+from jedictl.engine.jobs.retry_rules import load_rules
+from jedictl.engine.pipeline import run_pipeline
+from jedictl.engine.sim.simulator import SimError, simulate_pass
+from jedictl.engine.task.submission import parse_definition, register_task
 from jedictl.model import TASK_FINAL
 from jedictl.store import retry_rules as rule_store
 from jedictl.store import tasks as task_store
@@ -177,9 +183,6 @@ class DemoTasks:
 
 def build(store: Any, settings: Settings, now: datetime, owner: str) -> DemoTasks:
     """Fill an empty store: grid, data catalog, retry rules, and the tasks (one transaction)."""
-    from jedictl.engine.catalogs.importer import import_data_catalog, import_resource_catalog
-    from jedictl.engine.jobs.retry_rules import load_rules
-    from jedictl.engine.task.submission import parse_definition, register_task
 
     demo = DemoTasks()
     with store.begin() as conn:
@@ -212,8 +215,6 @@ class Round:
 
 def rounds(store: Any, settings: Settings, owner: str, demo: DemoTasks, start: datetime, seed: int, max_rounds: int = 80) -> Iterator[Round]:
     """Run the grid round by round until every task is final (or `max_rounds`)."""
-    from jedictl.engine.pipeline import run_pipeline
-    from jedictl.engine.sim.simulator import SimError, simulate_pass
 
     rng = random.Random(seed)
     for number in range(1, max_rounds + 1):
@@ -238,7 +239,6 @@ def _fixed(moment: datetime) -> Callable[[], datetime]:
 
 def _operator(store: Any, settings: Settings, demo: DemoTasks, now: datetime) -> str | None:
     """Once the flaky task has failed, retry it -- what `jedictl retry ID` does."""
-    from jedictl.engine.commando.commands import Request, run_command
 
     if demo.flaky is None or demo.retried or task_status(store, demo.flaky) not in ("failed", "finished", "exhausted"):
         return None

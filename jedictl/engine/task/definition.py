@@ -11,7 +11,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from jedictl.engine.input.regexes import compile_pattern
 from jedictl.engine.task.options import TaskOptions
+from jedictl.engine.task.templates import placeholder_problem
 from jedictl.errors import BadInput
 from jedictl.model import DatasetType
 
@@ -184,7 +186,6 @@ def check_placeholders(template: str, streams: Iterable[str], path: str, strict:
     """Every stream-like placeholder must name a defined stream; with `strict`, every placeholder. A
     placeholder naming only known things must also be renderable: its slice, decorators and /M
     arithmetic are checked now, not when the first job is made."""
-    from jedictl.engine.task.templates import placeholder_problem
 
     known = set(streams) | SCALAR_PLACEHOLDERS
     for body in _BRACED.findall(template):
@@ -205,7 +206,6 @@ def check_name(value: Any, path: str, what: str = "name") -> str:
 
 def check_regexes(patterns: Iterable[str], path: str) -> tuple[str, ...]:
     """Include/exclude patterns: valid, and unable to make the feeder backtrack for hours on a file name."""
-    from jedictl.engine.input.regexes import compile_pattern
 
     out = []
     for index, pattern in enumerate(patterns):

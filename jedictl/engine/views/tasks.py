@@ -6,6 +6,7 @@ from typing import Any, Sequence
 
 from jedictl.engine.task import split_rule
 from jedictl.engine.task.options import options_from_dict
+from jedictl.engine.views.job_summary import summarise
 from jedictl.store import datasets as dataset_store
 from jedictl.store import jobs as job_store
 from jedictl.store import task_commands as command_store
@@ -33,7 +34,6 @@ def list_tasks(conn, status: Sequence[str] = (), user: str | None = None, limit:
 def task_details(conn, task_id: int) -> dict[str, Any]:  # noqa: ANN001
     """Everything about one task: identity, status, options, resources, datasets, templates, its jobs
     per status with their aggregate state (job_summary), history and the commands given to it."""
-    from jedictl.engine.views.job_summary import summarise
 
     row = task_store.get_task(conn, task_id)
     params = task_store.get_params(conn, task_id)

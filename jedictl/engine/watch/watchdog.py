@@ -43,6 +43,10 @@ from jedictl.engine.watch.policy import (
     rescue_picked,
     throttle,
 )
+from jedictl.engine.commando.commands import Request, run_command, settle_pass
+from jedictl.engine.jobs.expiry import close_expired_jobs
+from jedictl.engine.shares.global_shares import load_shares
+from jedictl.errors import BadInput, JedictlError
 from jedictl.model import TASK_FOR_JOB_GENERATOR, DatasetType, TaskStatus
 from jedictl.store import task_leases
 from jedictl.store import tasks as task_store
@@ -106,8 +110,6 @@ class Watchdog:
             self._apply(kick_exhausted(WatchedTask.from_row(row), self.now, self.watch), [S.EXHAUSTED])
 
     def job_timeouts(self) -> None:
-        from jedictl.engine.jobs.expiry import close_expired_jobs
-
         expired = close_expired_jobs(self.store, self.settings, self.now)
         for item in expired.items:
             outcome = "job_timeout" if item["outcome"] == "closed" else "skipped"
@@ -182,7 +184,6 @@ class Watchdog:
     def settle(self) -> None:
         """`finishing` tasks (a soft finish, an exhausted task kicked above, a goal reached) whose jobs
         have all ended become `passed`, for finalize to end (JEDI's commando revisits such tasks)."""
-        from jedictl.engine.commando.commands import settle_pass
 
         for outcome in settle_pass(self.store, self.settings, self.now, BY, limit=self.limit):
             if outcome.outcome == "applied":
@@ -201,9 +202,6 @@ class Watchdog:
         return rows, progress, store.parent_statuses(conn, rows)
 
     def _share_available(self, conn: Any) -> bool:
-        from jedictl.engine.shares.global_shares import load_shares
-        from jedictl.errors import BadInput
-
         name = self.watch.boost_share
         defined = store.share_defined(conn, name)
         if defined is not None:
@@ -244,8 +242,6 @@ class Watchdog:
     def _command(self, action: WatchAction) -> None:
         """An action carried out as an operator command (pause, soft finish), applied at once through
         the command path -- the same status check, the same effect on jobs, the same audit row."""
-        from jedictl.engine.commando.commands import Request, run_command
-        from jedictl.errors import JedictlError
 
         request = Request(action.command or "", action.task_id, BY, action.reason, soft=action.qualifier == "soft")
         try:
