@@ -23,7 +23,6 @@ import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from types import MappingProxyType
-from typing import Any
 
 from jedictl.config import ThrottleSettings
 
@@ -227,17 +226,6 @@ class SiteThresholds:
     type_pending_slots: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     type_running_slots: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     draining: bool = False  # WMCore's Draining state (jedictl: status brokeroff): no new work at all
-
-
-def site_thresholds_from_row(row: Mapping[str, Any]) -> SiteThresholds:
-    """From a `sites` row: max_queued/max_running and job_caps {type: {max_queued, max_running}}."""
-    caps = row.get("job_caps") or {}
-    return SiteThresholds(
-        site=row["name"], pending_slots=row.get("max_queued"), running_slots=row.get("max_running"),
-        type_pending_slots=MappingProxyType({t: c["max_queued"] for t, c in caps.items() if c.get("max_queued") is not None}),
-        type_running_slots=MappingProxyType({t: c["max_running"] for t, c in caps.items() if c.get("max_running") is not None}),
-        draining=row.get("status") == "brokeroff",
-    )
 
 
 @dataclass(frozen=True)

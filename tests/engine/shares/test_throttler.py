@@ -18,7 +18,6 @@ from jedictl.engine.shares.throttler import (
     ThrottleInput,
     resolve_limit,
     site_slot_decision,
-    site_thresholds_from_row,
     throttle_decision,
 )
 
@@ -170,9 +169,9 @@ def test_overflow_limits_are_recorded():
 
 def test_zero_threshold_removes_the_site_and_rows_load():
     # peers.md §1.5: sites whose task-type threshold is 0 are removed
-    thresholds = site_thresholds_from_row({"name": "SITE", "max_queued": 10, "max_running": 100,
-                                           "job_caps": {"managed": {"max_running": 0, "max_queued": 5}}})
-    assert (thresholds.pending_slots, thresholds.type_running_slots) == (10, {"managed": 0})
+    # (a site's caps become thresholds in engine/brokerage/site_slots.thresholds_of)
+    thresholds = SiteThresholds("SITE", pending_slots=10, running_slots=100, type_pending_slots={"managed": 5},
+                                type_running_slots={"managed": 0})
     decision = site_slot_decision(thresholds, SiteUsage(), "managed", 1, SETTINGS)
     assert (decision.allowed, decision.rule) == (False, "ZeroThreshold")
     unlimited = site_slot_decision(SiteThresholds("FREE"), SiteUsage(pending=10**6), "managed", 1, SETTINGS)
