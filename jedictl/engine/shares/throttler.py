@@ -23,6 +23,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from types import MappingProxyType
+from typing import Any
 
 from jedictl.config import ThrottleSettings
 
