@@ -61,6 +61,7 @@ DEMO_SITES = ("CERN-PROD_DATADISK", "BNL-ATLAS_DATADISK", "MWT2_DATADISK", "DESY
 #: Settling: the clock jumps past every lease (10 min) and job timeout (sent 30 min, no heartbeat 2 h).
 SETTLE_JUMP = timedelta(hours=3)
 SETTLE_STEP = timedelta(minutes=10)
+SETTLE_LONG_STEP = timedelta(hours=12)  # once only waiting tasks are left: their timeouts end them
 #: Settings of every process during the chaos (besides lease.seconds): jobs a killed pilot left `sent`
 #: or `running` time out after a minute, and tasks pending on full sites are retried after a minute,
 #: so live watch passes close the dead's jobs while the live pilots report theirs -- and the work
@@ -527,9 +528,11 @@ class Settled:
     seconds: float = 0.0
 
 
-def settle(store: Any, settings: Any, seed: int, max_rounds: int = 300, max_seconds: float = 1800) -> Settled:
+def settle(store: Any, settings: Any, seed: int, max_rounds: int = 300, max_seconds: float = 1800, patient_rounds: int = 100) -> Settled:
     """One clean process: the pipeline and the pilots with the clock three hours ahead, ten minutes
-    more per round, until every task is final; then a watch pass past every lease's expiry."""
+    more per round, until every task is final; then a watch pass past every lease's expiry. After
+    `patient_rounds` the clock moves half a day a round: a task left waiting (pending on a site none
+    can run its jobs at, exhausted) ends by the watchdog's timeouts (7 days pending, 48 h exhausted)."""
     from jedictl.clock import utcnow
     from jedictl.engine.sim.demo import all_final
     from jedictl.engine.pipeline import run_pipeline
@@ -555,7 +558,7 @@ def settle(store: Any, settings: Any, seed: int, max_rounds: int = 300, max_seco
         result.clock = moment
         if all_final(store):
             break
-        now += SETTLE_STEP
+        now += SETTLE_STEP if result.rounds < patient_rounds else SETTLE_LONG_STEP
     result.final_watch = (result.clock or now) + timedelta(seconds=settings.lease.seconds + 60)
     for item in watch_pass(store, settings, owner, result.final_watch).items:
         result.actions[item["outcome"]] += 1

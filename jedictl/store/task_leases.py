@@ -34,12 +34,15 @@ def refine_candidates() -> ColumnElement[bool]:
 
 def feed_candidates(now: datetime, due: datetime, feedable: Collection[str], rescanned_states: Collection[str],
                     rescanned_tasks: Collection[str]) -> ColumnElement[bool]:
-    """Tasks the feeder takes: `defined` with a `feedable` dataset to (re)scan, tasks in `rescanned_tasks` whose
-    open or growing input (`rescanned_states`) was last checked before `due`, and tasks pending on a
-    missing input whose wait is over."""
+    """Tasks the feeder takes: `defined` with a `feedable` dataset to (re)scan, `defined` with every input
+    fed and none open (a feeder killed after its last dataset, before the task's own step), tasks in
+    `rescanned_tasks` whose open or growing input (`rescanned_states`) was last checked before `due`, and
+    tasks pending on a missing input whose wait is over."""
     has = lambda *conditions: exists(select(datasets.c.id).where(datasets.c.task_id == tasks.c.id, datasets.c.type.in_(feedable), *conditions))  # noqa: E731
+    to_scan = has(datasets.c.status.in_([DatasetStatus.DEFINED.value, DatasetStatus.TOUPDATE.value]))
     return or_(
-        (tasks.c.status == TaskStatus.DEFINED.value) & has(datasets.c.status.in_([DatasetStatus.DEFINED.value, DatasetStatus.TOUPDATE.value])),
+        (tasks.c.status == TaskStatus.DEFINED.value) & to_scan,
+        (tasks.c.status == TaskStatus.DEFINED.value) & ~to_scan & ~has(datasets.c.state.in_(rescanned_states)),
         tasks.c.status.in_(rescanned_tasks) & has(datasets.c.state.in_(rescanned_states),
                                                   or_(datasets.c.state_checked_at.is_(None), datasets.c.state_checked_at < due)),
         (tasks.c.status == TaskStatus.PENDING.value) & (tasks.c.old_status == TaskStatus.DEFINED.value)

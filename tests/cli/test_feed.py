@@ -294,3 +294,14 @@ def test_random_seed_dataset_is_ready_after_feeding(cli, grid):
     feed(cli, grid)
     seeds = [d for d in cli.json("task", "show", str(task_id), db=grid)["datasets"] if d["type"] == "random_seed"]
     assert [(d["name"], d["status"], d["n_files"]) for d in seeds] == [("RNDMSEED", "ready", 0)]
+
+
+def test_a_feeder_killed_before_its_task_step_leaves_nothing_the_next_feed_cannot_finish(cli, grid):
+    """Each dataset is fed in a transaction of its own and the task moves on in a last one: a feeder
+    killed in between leaves the task `defined` with every input fed. The next feed takes it and moves
+    it on (before, it was no candidate any more and stayed `defined` for ever)."""
+    task_id = submit(cli, grid, SPEC_EXAMPLES["analysis"])
+    assert feed(cli, grid)["ready"] == 1
+    run_sql(grid, lambda conn: conn.execute(tasks.update().where(tasks.c.id == task_id).values(status="defined")))
+    assert feed(cli, grid)["ready"] == 1
+    assert cli.json("task", "show", str(task_id), db=grid)["status"] == "ready"
