@@ -42,7 +42,7 @@ def feed_candidates(now: datetime, due: datetime, feedable: Collection[str], res
     to_scan = has(datasets.c.status.in_([DatasetStatus.DEFINED.value, DatasetStatus.TOUPDATE.value]))
     return or_(
         (tasks.c.status == TaskStatus.DEFINED.value) & to_scan,
-        (tasks.c.status == TaskStatus.DEFINED.value) & ~to_scan & ~has(datasets.c.state.in_(rescanned_states)),
+        (tasks.c.status == TaskStatus.DEFINED.value) & has() & ~to_scan & ~has(datasets.c.state.in_(rescanned_states)),
         tasks.c.status.in_(rescanned_tasks) & has(datasets.c.state.in_(rescanned_states),
                                                   or_(datasets.c.state_checked_at.is_(None), datasets.c.state_checked_at < due)),
         (tasks.c.status == TaskStatus.PENDING.value) & (tasks.c.old_status == TaskStatus.DEFINED.value)

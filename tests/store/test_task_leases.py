@@ -63,7 +63,8 @@ def test_feed_takes_new_input_inputs_due_for_a_rescan_and_pending_tasks_whose_wa
         add_task(conn, "waiting", status="pending", old_status="defined", wait_until=LATER)
     candidates = task_leases.feed_candidates(T0, due, ("input", "pseudo_input"), ("open", "mutable"), ("defined", "ready", "scouting", "running"))
     with db.begin() as conn:
-        assert _claim_all(conn, candidates) == [fresh, stale, waited]
+        # `fed`: every input fed and closed but the task still defined -- a feeder killed before the task's step
+        assert _claim_all(conn, candidates) == [fresh, fed, stale, waited]
 
 
 def test_a_claim_follows_its_order_and_skips_what_the_pass_has_seen(db):
