@@ -446,6 +446,9 @@ storage_endpoints = Table(
     Column("total_gb", Float, nullable=False, default=0),
     Column("blacklisted_read", Boolean, nullable=False, default=False),
     Column("blacklisted_write", Boolean, nullable=False, default=False),
+    # Where the endpoint's files are: file:///srv/data/DATADISK (docs/executing.md). None: catalog only,
+    # as for the simulator. A replica lives at a deterministic path under it (engine/storage/paths.py).
+    Column("url", String(1024)),
     Column("attributes", JSON, nullable=False),
     Column("modified_at", TIME, nullable=False),
 )
@@ -475,6 +478,10 @@ sites = Table(
     Column("pilots_active", Boolean, nullable=False, default=True),
     Column("direct_io", Boolean, nullable=False, default=False),
     Column("transferring_limit", Integer),
+    # The batch system `jedictl harvest` submits this site's pilots to: {"system": "slurm", ...}
+    # (docs/executing.md); None: nobody submits pilots here, executors come on their own.
+    Column("batch", JSON),
+    Column("container_runtime", String(16)),  # apptainer | docker: the pilot runs a job's container with it
     Column("attributes", JSON, nullable=False),
     Column("modified_at", TIME, nullable=False),
 )
@@ -485,6 +492,29 @@ site_storage = Table(
     Column("site", String(64), ForeignKey("sites.name", ondelete="CASCADE"), primary_key=True),
     Column("endpoint", String(128), ForeignKey("storage_endpoints.name"), primary_key=True),
     Column("role", String(8), primary_key=True),  # read | write
+)
+
+# PanDA Harvester's workers: one row per pilot `jedictl harvest` submitted to a batch system.
+pilots = Table(
+    "pilots",
+    metadata,
+    _id(),
+    Column("site", String(64), ForeignKey("sites.name", ondelete="CASCADE"), nullable=False),
+    Column("batch_system", String(16), nullable=False),  # slurm | local
+    Column("batch_id", String(64)),  # the batch system's id (Slurm: 1234 or 1234_7); None until submitted
+    Column("state", String(16), nullable=False),  # submitted | running | finished | failed | cancelled | lost
+    Column("submitted_at", TIME, nullable=False),
+    Column("started_at", TIME),  # the pilot process said it started
+    Column("ended_at", TIME),
+    Column("heartbeat_at", TIME),  # the pilot process's last sign of life
+    Column("executor", String(255)),  # host:pid of the pilot process
+    Column("n_jobs", Integer, nullable=False, default=0),  # jobs it took
+    Column("n_finished", Integer, nullable=False, default=0),
+    Column("n_failed", Integer, nullable=False, default=0),
+    Column("exit_code", Integer),
+    Column("error", Text),
+    Column("modified_at", TIME, nullable=False),
+    Index("ix_pilots_site_state", "site", "state"),
 )
 
 # ---------------------------------------------------------------------------------- data catalog
@@ -572,6 +602,6 @@ TASK_MODEL_TABLES = [
     job_param_templates, jobs, job_files, job_retry_history, work_queues, global_shares, task_outputs,
 ]
 CATALOG_TABLES = [
-    nuclei, storage_endpoints, sites, site_storage, catalog_datasets, catalog_container_members,
+    nuclei, storage_endpoints, sites, site_storage, pilots, catalog_datasets, catalog_container_members,
     catalog_files, catalog_replicas, catalog_file_replicas, retry_rules,
 ]

@@ -15,6 +15,9 @@ from jedictl.engine.input import fields
 from jedictl.errors import BadInput
 
 SITE_STATUSES = ("online", "brokeroff", "offline", "test")
+BATCH_SYSTEMS = ("slurm", "local")
+CONTAINER_RUNTIMES = ("apptainer", "docker")
+URL_SCHEMES = ("file",)
 NUCLEUS_STATUSES = ("active", "inactive")
 ENDPOINT_KINDS = ("disk", "tape")
 
@@ -52,6 +55,55 @@ def _caps(value: Any, path: str) -> dict[str, dict[str, int]] | None:
     return caps or None
 
 
+def _url(value: Any, path: str) -> str | None:
+    """A storage endpoint's root: `file:///abs/path` (the only scheme so far); None keeps it catalog-only."""
+    url = fields.text(value, path, max_length=1024)
+    if url is None:
+        return None
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme not in URL_SCHEMES:
+        raise BadInput(f"must be a URL with scheme {', '.join(s + '://' for s in URL_SCHEMES)} (e.g. file:///srv/data/DATADISK)", path)
+    if not rest.startswith("/"):
+        raise BadInput("must name an absolute path (file:///srv/data/DATADISK)", path)
+    return url.rstrip("/") if rest != "/" else url
+
+
+def _strings(value: Any, path: str) -> list[str]:
+    items = fields.sequence(value, path)
+    return [fields.text(item, f"{path}[{i}]", required=True) or "" for i, item in enumerate(items)]
+
+
+#: `sites[].batch`: where and how `jedictl harvest` submits the site's pilots (docs/executing.md).
+BATCH_FIELDS: dict[str, Callable[[Any, str], Any]] = {
+    "system": _choice(BATCH_SYSTEMS),
+    "partition": lambda v, p: fields.text(v, p, max_length=128),
+    "account": lambda v, p: fields.text(v, p, max_length=128),
+    "qos": lambda v, p: fields.text(v, p, max_length=128),
+    "max_pilots": lambda v, p: fields.integer(v, p, minimum=0, maximum=100_000),  # queued + running
+    "max_queued": lambda v, p: fields.integer(v, p, minimum=0, maximum=100_000),  # waiting in the batch queue
+    "jobs_per_pilot": lambda v, p: fields.integer(v, p, minimum=1, maximum=100_000),
+    "slots": lambda v, p: fields.integer(v, p, minimum=1, maximum=1024),  # payloads a pilot runs at once
+    "walltime": lambda v, p: fields.integer(v, p, minimum=60, maximum=fields.INT32_MAX),  # s, the batch job's limit
+    "cores": lambda v, p: fields.integer(v, p, minimum=1, maximum=1024),
+    "memory_mb": lambda v, p: fields.integer(v, p, minimum=1, maximum=fields.INT32_MAX),
+    "workdir": lambda v, p: fields.text(v, p, max_length=1024),  # the pilots' scratch (default: the batch job's cwd)
+    "submit_args": _strings,  # extra sbatch arguments, as an argument vector
+}
+
+
+def _batch(value: Any, path: str) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    body = fields.mapping(value, path)
+    for key in body:
+        if key not in BATCH_FIELDS:
+            raise BadInput(f"unknown field (use {', '.join(BATCH_FIELDS)})", f"{path}.{key}")
+    if body.get("system") is None:
+        raise BadInput(f"is required (one of {', '.join(BATCH_SYSTEMS)})", f"{path}.system")
+    batch = {key: read(body.get(key), f"{path}.{key}") for key, read in BATCH_FIELDS.items() if body.get(key) is not None}
+    return batch
+
+
 def _flag_default(default: bool) -> Callable[[Any, str], bool]:
     return lambda value, path: default if value is None else fields.flag(value, path)
 
@@ -70,6 +122,7 @@ ENDPOINT_FIELDS: dict[str, Callable[[Any, str], Any]] = {
     "total_gb": lambda v, p: _positive(v, p) or 0.0,
     "blacklisted_read": _flag_default(False),
     "blacklisted_write": _flag_default(False),
+    "url": _url,
 }
 SITE_FIELDS: dict[str, Callable[[Any, str], Any]] = {
     "name": lambda v, p: fields.text(v, p, required=True, max_length=64),
@@ -94,6 +147,8 @@ SITE_FIELDS: dict[str, Callable[[Any, str], Any]] = {
     "pilots_active": _flag_default(True),
     "direct_io": _flag_default(False),
     "transferring_limit": _count,
+    "batch": _batch,
+    "container_runtime": lambda v, p: None if v is None else _choice(CONTAINER_RUNTIMES)(v, p),
 }
 SITE_STORAGE_KEYS = ("read_endpoints", "write_endpoints")
 
