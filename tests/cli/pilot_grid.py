@@ -49,12 +49,13 @@ def place_inputs(disk: Path, n_files: int, size: int = 1000) -> list[dict[str, A
 
 PAYLOAD = """\
 #!{python}
-# A payload: copies its input (argv[1]) to its output (argv[2]) with a line added; then behaves as told.
-import os, sys, time
-src, dst = sys.argv[1], sys.argv[2]
+# A payload: copies its input (argv[1]) to its output (argv[2]) with a line added (or, given only an
+# output, writes one); PILOT_TEST_MODE says how to misbehave.
+import os, subprocess, sys, time
+src, dst = (sys.argv[1], sys.argv[2]) if len(sys.argv) > 2 else (None, sys.argv[1])
 mode = os.environ.get("PILOT_TEST_MODE", "ok")
-with open("started.stamp", "w") as f:
-    f.write(str(time.time()))
+with open(os.environ.get("PILOT_TEST_PIDS", os.devnull), "a") as f:
+    f.write(f"{{os.getpid()}} {{time.time()}}\\n")
 print("payload", os.getpid(), "in", os.getcwd(), flush=True)
 if mode.startswith("sleep"):
     time.sleep(float(mode[5:]))
@@ -67,8 +68,10 @@ if mode == "burn":
     while time.process_time() - t < 0.5:
         pass
 if mode != "no-output":
-    with open(src, "rb") as i, open(dst, "wb") as o:
-        o.write(i.read() + b"processed\\n")
+    with open(dst, "wb") as o:
+        o.write((open(src, "rb").read() if src else b"") + b"processed\\n")
+if mode == "close-self":  # the job is closed behind the pilot's back: its finished report will be refused
+    subprocess.run([sys.executable, "-m", "jedictl", "jobs", "kill", "--code", "9", os.environ["PANDAID"]], check=True)
 """
 
 
