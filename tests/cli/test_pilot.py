@@ -290,6 +290,7 @@ def test_a_refused_report_leaves_no_output_file(cli, store, tmp_path):
                                                                 "JEDICTL_PILOT__HEARTBEAT_SECONDS": "600"})
     assert code == 1, stderr
     assert report["error"] == 1 and "already" in report["items"][0]["reason"]
+    assert "report not accepted: outputs removed" in stderr  # they were written, then taken back
     assert _jobs(cli, store)[0]["status"] == "cancelled"  # by the kill, not by the refused report
     assert _outputs_on_disk(disk) == []
     assert not any(d["name"] == TASK_OUT for d in cli.json("data", "list", db=store))

@@ -1,1 +1,1 @@
-"""Storage you can touch: where a replica lives on an endpoint with a URL, checksums, and moving files."""
+"""Storage you can touch: a replica's deterministic path on an endpoint with a `file://` URL (Rucio's layout), adler32 checksums, and stage-in/stage-out that fail with the PanDA pilot's error codes."""
