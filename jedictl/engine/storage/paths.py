@@ -81,7 +81,7 @@ def layout_root(path: "pathlib.Path | str") -> pathlib.Path | None:
         if len(parts) < depth + 4:  # the root ("/" at least), the scope, xx, yy, the name
             continue
         directories = parts[-3 - depth:-3]
-        if (depth == 2) != (directories[0] in _SPLIT_SCOPES):
+        if depth == 2 and directories[0] not in _SPLIT_SCOPES:
             continue
         scope = ".".join(directories)
         if hashlib.md5(f"{scope}:{lfn}".encode()).hexdigest()[:4] == xx_yy:  # noqa: S324
