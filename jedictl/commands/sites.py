@@ -109,4 +109,4 @@ def list_endpoints(
 
     with app_ctx.store().read() as conn:
         app_ctx.emit(iter_rows(site_store.list_endpoints(conn)),
-                     columns=["name", "kind", "nucleus", "free_gb", "total_gb", "blacklisted_read", "blacklisted_write"])
+                     columns=["name", "kind", "nucleus", "url", "free_gb", "total_gb", "blacklisted_read", "blacklisted_write"])
