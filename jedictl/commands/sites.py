@@ -102,7 +102,7 @@ def list_nuclei(
 def list_endpoints(
     ctx: typer.Context,
 ) -> None:
-    """List storage endpoints with their space."""
+    """List storage endpoints with their url and space."""
     app_ctx = context(ctx)
     from jedictl.output import iter_rows
     from jedictl.store import sites as site_store
