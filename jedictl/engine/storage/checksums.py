@@ -82,10 +82,10 @@ class Digester:
         return self
 
 
-def digest(path: PathLike, md5: bool = False) -> tuple[int, str]:
+def digest(path: PathLike) -> tuple[int, str]:
     """(size, "ad:...") of a file, read once."""
     with open(path, "rb") as stream:
-        result = Digester(md5).feed(stream)
+        result = Digester().feed(stream)
     return result.size, result.adler32
 
 
