@@ -1,13 +1,17 @@
-"""`jedictl data import|add-files|remove-files|close|open|list|show`: the data catalog in the store."""
+"""`jedictl data import|add-files|remove-files|close|open|list|show`: the data catalog in the store; `data import
+--scan` registers real files and puts them at their replica paths under a storage endpoint."""
 
 from __future__ import annotations
 
-from typing import Annotated, List, Optional
+from typing import TYPE_CHECKING, Annotated, List, Optional
 
 import typer
 
 from jedictl.commands._app import App
 from jedictl.commands._common import context, read_source
+
+if TYPE_CHECKING:
+    from jedictl.commands._common import AppContext
 
 app = App(help="The data catalog: containers, datasets, files and replicas (JEDI's DDM).", no_args_is_help=True)
 
@@ -15,10 +19,32 @@ app = App(help="The data catalog: containers, datasets, files and replicas (JEDI
 @app.command("import")
 def import_(
     ctx: typer.Context,
-    source: Annotated[str, typer.Argument(metavar="FILE|-", help="Catalog file (YAML or JSON, docs/data-catalog.md); - reads stdin.")],
+    source: Annotated[Optional[str], typer.Argument(metavar="FILE|-", help="Catalog file (YAML or JSON, docs/data-catalog.md); - reads stdin.", show_default=False)] = None,
+    scan: Annotated[Optional[str], typer.Option("--scan", metavar="DIR", help="Instead of a FILE: register every regular file under DIR (recursively) with its size and adler32, as dataset --dataset with a complete replica at --endpoint.", show_default=False)] = None,
+    endpoint: Annotated[Optional[str], typer.Option("--endpoint", help="With --scan: the storage endpoint (it must have a url); the files end up at their replica paths under it.", show_default=False)] = None,
+    dataset: Annotated[Optional[str], typer.Option("--dataset", help="With --scan: the dataset (created open, or an open one that gets the new files).", show_default=False)] = None,
+    scope: Annotated[Optional[str], typer.Option("--scope", help="With --scan: the files' scope (default: from the dataset name, user.alice.x -> user.alice).", show_default=False)] = None,
+    sidecar: Annotated[Optional[str], typer.Option("--sidecar", metavar="FILE", help="With --scan: YAML or JSON mapping each file name to {events, guid, run, lumi_blocks}.", show_default=False)] = None,
+    transfer: Annotated[str, typer.Option("--transfer", help="With --scan: copy, move, link (a hard link, else a copy) or none (the files are already at their replica paths).")] = "copy",
 ) -> None:
     """Add datasets, containers, files and replicas. All or nothing; files already known are skipped."""
     app_ctx = context(ctx)
+    from jedictl.errors import BadInput
+
+    scan_options = {"--endpoint": endpoint, "--dataset": dataset, "--scope": scope, "--sidecar": sidecar}
+    if scan is not None:
+        if source is not None:
+            raise BadInput("give a catalog FILE or --scan DIR, not both")
+        for name in ("--endpoint", "--dataset"):
+            if not scan_options[name]:
+                raise BadInput(f"--scan needs {name}")
+        _import_scan(app_ctx, scan, endpoint or "", dataset or "", scope, sidecar, transfer)
+        return
+    if source is None:
+        raise BadInput("give a catalog FILE (or - for stdin), or --scan DIR --endpoint E --dataset D")
+    given = [name for name, value in scan_options.items() if value] + (["--transfer"] if transfer != "copy" else [])
+    if given:
+        raise BadInput(f"{given[0]} goes with --scan DIR")
     from jedictl.engine.catalogs.importer import import_data_catalog
     from jedictl.engine.input.documents import load_document
 
@@ -28,6 +54,30 @@ def import_(
         report = import_data_catalog(conn, document, app_ctx.clock.now())
     app_ctx.note(f"data import: {sum(r['files_added'] for r in report)} files added")
     app_ctx.emit(report, columns=["kind", "name", "action", "files_added"])
+
+
+def _import_scan(app_ctx: "AppContext", directory: str, endpoint: str, dataset: str, scope: Optional[str], sidecar: Optional[str],
+                 transfer: str) -> None:
+    """`data import --scan`: plan (read only), place the files (no transaction open: a long copy must not
+    hold the store's write lock), then register them through the same import as `data import FILE`."""
+    from pathlib import Path
+
+    from jedictl.engine.catalogs.scan import finish_move, place_files, plan_scan, register_scan
+    from jedictl.engine.input.documents import load_document
+
+    sidecar_document = None
+    if sidecar is not None:
+        text, name = read_source(sidecar)
+        sidecar_document = (load_document(text, name), name)
+    with app_ctx.store().read() as conn:
+        plan = plan_scan(conn, Path(directory), endpoint, dataset, scope, transfer, sidecar_document)
+    entries = place_files(plan)
+    with app_ctx.store().begin() as conn:
+        report = register_scan(conn, plan, entries, app_ctx.clock.now())
+    finish_move(plan)
+    app_ctx.note(f"data import --scan: {report['files_added']} files added to {dataset} at {endpoint} "
+                 f"({report['files_known']} already in the dataset)")
+    app_ctx.emit(report)
 
 
 @app.command("add-files")

@@ -102,11 +102,11 @@ def list_nuclei(
 def list_endpoints(
     ctx: typer.Context,
 ) -> None:
-    """List storage endpoints with their space."""
+    """List storage endpoints with their url and space."""
     app_ctx = context(ctx)
     from jedictl.output import iter_rows
     from jedictl.store import sites as site_store
 
     with app_ctx.store().read() as conn:
         app_ctx.emit(iter_rows(site_store.list_endpoints(conn)),
-                     columns=["name", "kind", "nucleus", "free_gb", "total_gb", "blacklisted_read", "blacklisted_write"])
+                     columns=["name", "kind", "nucleus", "url", "free_gb", "total_gb", "blacklisted_read", "blacklisted_write"])

@@ -3,8 +3,8 @@
 Rooms, from the bottom layer up (a room may import only rooms below it; `import-linter` enforces it):
 
     agent       the leased claim-and-handle loop every pass shares, and its PassReport
+    storage     replica paths under an endpoint's file:// root, adler32, stage-in/stage-out (no store)
     input       documents, typed fields, safe regexes, work-queue criteria      (pure)
-    storage     replica paths on endpoints with a URL, checksums, stage-in/out with the pilot's codes
     task        options, definition, spec and PanDA parameters, templates, final-status rules
     catalogs    data catalog and resource catalog
     shares      work queues, global shares, resource types, usage, throttler

@@ -269,3 +269,13 @@ def show_dataset(conn: Connection, name: str, with_files: bool) -> dict[str, Any
     if with_files:
         data["files"] = [file_as_dict(f) for batch in catalog.iter_files(name) for f in batch]
     return data
+
+
+def dataset_lfns(conn: Connection, name: str) -> tuple[str, set[str]] | None:
+    """(state, file names) of a dataset, None when the catalog does not have it (a container is refused)."""
+    row = conn.execute(select(catalog_datasets).where(catalog_datasets.c.name == name)).first()
+    if row is None:
+        return None
+    if row.kind != "dataset":
+        raise BadInput(f"{name} is a container in the catalog, not a dataset")
+    return row.state, set(conn.execute(select(catalog_files.c.lfn).where(catalog_files.c.dataset_id == row.id)).scalars())

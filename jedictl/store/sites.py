@@ -91,3 +91,10 @@ def list_nuclei(conn: Connection) -> list[Row]:
 
 def list_endpoints(conn: Connection) -> list[Row]:
     return list(conn.execute(select(storage_endpoints).order_by(storage_endpoints.c.name)))
+
+
+def get_endpoint(conn: Connection, name: str) -> Row:
+    row = conn.execute(select(storage_endpoints).where(storage_endpoints.c.name == name)).first()
+    if row is None:
+        raise NotFound(f"storage endpoint {name} does not exist (import it with `jedictl sites import` first)")
+    return row

@@ -11,7 +11,6 @@ and on disk or neither.
 from __future__ import annotations
 
 import io
-import os
 import tarfile
 import time
 from dataclasses import dataclass
@@ -82,12 +81,9 @@ def destination(item: Mapping[str, Any], urls: Mapping[str, str | None]) -> Path
     try:
         root = endpoint_root(url)
         path = replica_path(url, replica_scope(None, item.get("dataset")), item["lfn"])
+        transfer.check_root(root)  # never created: a missing root is storage that is not mounted
     except StorageError as exc:
         raise PilotError(STAGE_OUT_FAILED, f"endpoint {endpoint}: {exc.diag}") from exc
-    if not root.is_dir():
-        raise PilotError(STAGE_OUT_FAILED, f"Endpoint {endpoint}: {root} does not exist or is not a folder")
-    if not os.access(root, os.W_OK | os.X_OK):
-        raise PilotError(STAGE_OUT_FAILED, f"Endpoint {endpoint}: {root} is not writable")
     return path
 
 
@@ -119,7 +115,7 @@ def stage_out(payload: Mapping[str, Any], workdir: Path, urls: Mapping[str, str 
         for item, dest in plans:
             source = make_log(workdir, item["lfn"]) if item.get("type") in LOG_TYPES else workdir / item["lfn"]
             existed = dest.exists()
-            size, checksum = transfer.stage_out(source, dest)
+            size, checksum = transfer.stage_out(source, dest, root=endpoint_root(urls[item["destination"]]))
             staged.append(StagedOut(item["lfn"], dest, size, checksum, created=not existed))
     except StorageError as exc:
         undo(staged)
