@@ -93,7 +93,7 @@ def sample(session: int, proc: str = "/proc") -> Sample:
 
 @dataclass
 class Peaks:
-    """The highest values seen so far, then the reaped child's rusage as a floor."""
+    """The highest values seen so far, then the reaped child's CPU time as a floor."""
 
     cpu_s: float = 0.0
     rss_kb: int = 0
@@ -106,11 +106,11 @@ class Peaks:
 
     def add_rusage(self, rusage: object | None) -> None:
         """wait4's rusage covers the payload and the children it waited for, also those that lived
-        between two samples; ru_maxrss (kB on Linux) is one process's peak, a floor for the tree's."""
+        between two samples. Its ru_maxrss is not used: the forked child counts the pilot's own memory
+        until it execs, so a 1 MB shell script reported the pilot's 58 MB."""
         if rusage is None:
             return
         self.cpu_s = max(self.cpu_s, rusage.ru_utime + rusage.ru_stime)  # type: ignore[attr-defined]
-        self.rss_kb = max(self.rss_kb, int(rusage.ru_maxrss))  # type: ignore[attr-defined]
 
 
 def sample_delays(poll_seconds: float, first: float = 0.01):

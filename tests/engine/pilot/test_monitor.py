@@ -24,12 +24,12 @@ def test_a_sample_of_this_session_counts_this_process():
     assert current.processes >= 1 and current.rss_kb > 1000 and current.cpu_s > 0
 
 
-def test_peaks_keep_the_highest_and_take_rusage_as_a_floor():
+def test_peaks_keep_the_highest_and_take_the_rusage_cpu_as_a_floor():
     peaks = monitor.Peaks()
     peaks.add(monitor.Sample(1.0, 100, 80, 2))
     peaks.add(monitor.Sample(0.5, 300, 60, 3))
     assert (peaks.cpu_s, peaks.rss_kb, peaks.pss_kb) == (1.0, 300, 80)
-    peaks.add_rusage(SimpleNamespace(ru_utime=2.0, ru_stime=0.5, ru_maxrss=200))
+    peaks.add_rusage(SimpleNamespace(ru_utime=2.0, ru_stime=0.5, ru_maxrss=900_000))  # maxrss: the pilot's, before exec
     assert (peaks.cpu_s, peaks.rss_kb, peaks.pss_kb) == (2.5, 300, 80)
 
 
