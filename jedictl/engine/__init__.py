@@ -15,6 +15,7 @@ Rooms, from the bottom layer up (a room may import only rooms below it; `import-
     views       task and job views, explain, metrics (read only)
     pipeline    every agent in order: `jedictl run`
     sim         the pilot simulator and the demo
+    pilot       the real executor: `jedictl pilot`
 
 The engine imports the store and never Typer or rich; the store never imports the engine.
 """

@@ -1,0 +1,1 @@
+"""The real executor, `jedictl pilot`: PanDA's pilot reduced to what a cluster needs -- slots that take jobs with the dispatch contract, stage files in and out at their endpoints' deterministic paths, run the payload in its own process group (or container) with a walltime, heartbeat from a background thread and report atomically."""
