@@ -26,6 +26,7 @@ from jedictl.commands import (
     generate,
     harvest,
     jobs,
+    pilot,
     pilots,
     queue_shares,
     refine,
@@ -81,8 +82,9 @@ app.command("demo")(demo.demo)
 # Operator commands on a task (also under `jedictl task`, with finish, incexec, pause, ...).
 app.command("kill")(task_commands.kill)
 app.command("retry")(task_commands.retry)
-# Executors: pilots played by the program (real ones use `jobs dispatch/heartbeat/report`).
+# Executors: pilots played by the program, and a real one (others use `jobs dispatch/heartbeat/report`).
 app.command("simulate")(simulate.simulate)
+app.command("pilot")(pilot.pilot)
 # Tools that need no store.
 app.command("split")(split.split)
 # Inspection and administration.

@@ -187,6 +187,19 @@ class SimulateSettings:
 
 
 @dataclass(frozen=True)
+class PilotSettings:
+    """`jedictl pilot`: the real executor (PanDA's pilot, reduced to what a cluster needs)."""
+
+    heartbeat_seconds: float = _s(60.0, "seconds between a pilot's heartbeats for its running jobs", "pilot config.Pilot.heartbeat (1800 s); 60 s here")
+    lost_heartbeat_seconds: float = _s(10800.0, "no successful heartbeat for this long: the pilot kills its payloads (error 1317)", "config.Pilot.lost_heartbeat")
+    kill_grace_seconds: float = _s(30.0, "seconds between SIGTERM and SIGKILL when a payload is stopped", "pilot kill_processes: SIGTERM, wait, SIGKILL")
+    poll_seconds: float = _s(5.0, "longest interval between samples of a payload's CPU and memory", "")
+    idle_poll_seconds: float = _s(30.0, "without --once: seconds between dispatch calls while no job is available", "")
+    idle_exit_seconds: float = _s(600.0, "without --once: exit after this long without a job (0: never)", "harvester: pilots that find no work end")
+    workdir: str = _s("", "folder for the jobs' work directories (default: the system's temporary folder)", "")
+
+
+@dataclass(frozen=True)
 class JobTimeoutSettings:
     """Seed 000 'Timeout values for production jobs'."""
 
@@ -296,6 +309,7 @@ class Settings:
     dispatch: DispatchSettings = field(default_factory=DispatchSettings)
     report: ReportSettings = field(default_factory=ReportSettings)
     simulate: SimulateSettings = field(default_factory=SimulateSettings)
+    pilot: PilotSettings = field(default_factory=PilotSettings)
     watchdog: WatchdogSettings = field(default_factory=WatchdogSettings)
     harvest: HarvestSettings = field(default_factory=HarvestSettings)
     work_queues: list = _s(_DEFAULT_WORK_QUEUES, "work queue definitions (until queue-shares import)")

@@ -4,6 +4,7 @@ Rooms, from the bottom layer up (a room may import only rooms below it; `import-
 
     agent       the leased claim-and-handle loop every pass shares, and its PassReport
     input       documents, typed fields, safe regexes, work-queue criteria      (pure)
+    storage     replica paths on endpoints with a URL, checksums, stage-in/out with the pilot's codes
     task        options, definition, spec and PanDA parameters, templates, final-status rules
     catalogs    data catalog and resource catalog
     shares      work queues, global shares, resource types, usage, throttler
@@ -15,6 +16,7 @@ Rooms, from the bottom layer up (a room may import only rooms below it; `import-
     views       task and job views, explain, metrics (read only)
     pipeline    every agent in order: `jedictl run`
     sim         the pilot simulator and the demo
+    pilot       the real executor: `jedictl pilot`
 
 The engine imports the store and never Typer or rich; the store never imports the engine.
 """

@@ -1,0 +1,257 @@
+"""One job, from its dispatch to an accepted report: work directory, stage-in, payload, stage-out, report.
+
+The order makes the report atomic: outputs are written only for a payload that ended well, reported in
+one `ingest_reports` call, and removed again unless that report was applied and left the job finished.
+Whatever goes wrong before, the job is reported failed with the step's code; a job the server says is
+already done is dropped without a report.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from jedictl.engine.jobs.outcomes import EndResult, ingest_reports, take_heartbeats
+from jedictl.engine.jobs.reports import Heartbeat
+from jedictl.engine.pilot import monitor, staging
+from jedictl.engine.pilot.codes import (
+    GENERAL_ERROR,
+    LOST_HEARTBEAT,
+    MKDIR,
+    SIGINT,
+    SIGTERM,
+    Failure,
+    PilotError,
+    exit_failure,
+    walltime_failure,
+)
+from jedictl.engine.pilot.heartbeat import Heartbeater, JobControl, act_on, is_store_outage
+from jedictl.engine.pilot.payload import Process, container_argv, job_environment, payload_argv, stderr_tail
+from jedictl.engine.pilot.report import Metrics, failed_report, finished_report
+from jedictl.store import execution as execution_store
+
+log = logging.getLogger("jedictl.pilot")
+#: The longest the payload's own end may go unnoticed while a kill or a walltime is awaited.
+WAKE_SECONDS = 0.25
+
+
+@dataclass
+class PilotContext:
+    """What every job of one pilot shares."""
+
+    store: Any
+    settings: Any
+    now: Callable[[], datetime]
+    site: str
+    direct_io: bool
+    container_runtime: str | None
+    workdir: Path
+    keep_workdir: bool
+    heartbeater: Heartbeater
+    environ: Mapping[str, str]
+    stopping: threading.Event = field(default_factory=threading.Event)
+    stop_failure: Failure | None = None  # why the pilot is stopping (its signal), for jobs it is still starting
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    job_id: int
+    task_job: str
+    outcome: str  # the job's status after the report (finished, failed, cancelled, closed), dropped, refused, unreported
+    error: str | None = None  # "source:code"
+    reason: str | None = None
+    wall_time: float | None = None
+
+
+class JobLog:
+    """The pilot's log of one job: into the job's log tarball, and to the pilot's own log."""
+
+    def __init__(self, job_id: int):
+        self.job_id = job_id
+        self.path: Path | None = None
+
+    def __call__(self, message: str, *args: Any) -> None:
+        text = message % args if args else message
+        log.info("job %s: %s", self.job_id, text)
+        if self.path is not None:
+            with open(self.path, "a") as handle:
+                handle.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {text}\n")
+
+
+def run_job(ctx: PilotContext, payload: Mapping[str, Any]) -> JobOutcome:
+    control = JobControl(payload)
+    ctx.heartbeater.add(control)
+    if ctx.stopping.is_set():  # dispatched just as the pilot was told to stop
+        control.request_stop(ctx.stop_failure)
+    try:
+        return _run(ctx, payload, control)
+    finally:
+        ctx.heartbeater.remove(control)
+
+
+def _run(ctx: PilotContext, payload: Mapping[str, Any], control: JobControl) -> JobOutcome:
+    job_log = JobLog(payload["job_id"])
+    workdir = ctx.workdir / f"job-{payload['job_id']}.{payload.get('attempt_nr')}"
+    metrics = Metrics(started_at=ctx.now())
+    staged: list[staging.StagedOut] = []
+    failure: Failure | None = None
+    try:
+        workdir = _make_workdir(workdir)
+        job_log.path = workdir / staging.PILOT_LOG
+        job_log("dispatched to %s as attempt %s", ctx.site, payload.get("attempt_nr"))
+        urls = _endpoint_urls(ctx, payload)
+        roots = staging.stage_in(payload, workdir, urls, ctx.direct_io)
+        job_log("staged in %d input(s)%s", sum(1 for i in payload.get("inputs", []) if i.get("type") not in staging.NOTHING_TO_STAGE),
+                " (symlinks: direct I/O)" if ctx.direct_io else "")
+        argv = _argv(ctx, payload, workdir, roots)
+        if not control.stopped:
+            _beat_running(ctx, control)
+        if not control.stopped:
+            metrics, failure = _execute(ctx, payload, control, argv, workdir, job_log)
+    except PilotError as exc:
+        failure = exc.failure
+        job_log("failed: %s %s: %s", failure.source, failure.code, failure.diag)
+    except Exception as exc:  # noqa: BLE001 - a bug must still end the job, not leave it to the timeouts
+        log.exception("job %s: pilot error", payload["job_id"])
+        failure = Failure("pilot", GENERAL_ERROR, f"pilot error: {type(exc).__name__}: {exc}")
+    if control.drop:
+        job_log("dropped: the server says the job is already done")
+        return JobOutcome(payload["job_id"], payload["task_job"], "dropped", reason="alreadydone")
+    failure = control.failure or failure
+    if failure is None:
+        try:
+            staged = staging.stage_out(payload, workdir, urls)
+            job_log("staged out %s", ", ".join(f"{s.lfn} ({s.size} B, {s.checksum})" for s in staged))
+        except PilotError as exc:
+            failure = exc.failure
+            job_log("stage-out failed: %s: %s", failure.code, failure.diag)
+    if control.stopped:  # killed while its outputs were being written
+        staging.undo(staged)
+        staged = []
+        if control.drop:
+            return JobOutcome(payload["job_id"], payload["task_job"], "dropped", reason="alreadydone")
+        failure = control.failure
+    report = failed_report(payload, metrics, failure) if failure else finished_report(payload, metrics, staged)
+    result = deliver(ctx, report, retry=not (failure and failure.code == LOST_HEARTBEAT))
+    accepted = result is not None and result.outcome in ("applied", "duplicate")
+    if staged and not (accepted and result.status == "finished"):
+        staging.undo(staged)  # no accepted report: none of its outputs may stay behind
+        job_log("report not accepted: outputs removed")
+    if accepted and not ctx.keep_workdir:
+        shutil.rmtree(workdir, ignore_errors=True)
+    error = f"{failure.source}:{failure.code}" if failure else None
+    if result is None:
+        return JobOutcome(payload["job_id"], payload["task_job"], "unreported", error, "the store could not be reached", metrics.wall_time)
+    if not accepted:
+        return JobOutcome(payload["job_id"], payload["task_job"], "refused", error, result.reason, metrics.wall_time)
+    return JobOutcome(payload["job_id"], payload["task_job"], result.status or "failed", error,
+                      failure.diag if failure else None, metrics.wall_time)
+
+
+def _make_workdir(path: Path) -> Path:
+    try:
+        if path.exists():  # left by a pilot that died on this very attempt
+            shutil.rmtree(path)
+        path.mkdir(parents=True)
+    except OSError as exc:
+        raise PilotError(MKDIR, f"Failed to create the work directory {path}: {exc.strerror or exc}") from exc
+    return path
+
+
+def _endpoint_urls(ctx: PilotContext, payload: Mapping[str, Any]) -> dict[str, str | None]:
+    names = {e for item in payload.get("inputs", []) for e in item.get("replicas") or ()}
+    names |= {item["destination"] for item in payload.get("outputs", []) if item.get("destination")}
+    with ctx.store.read() as conn:
+        return execution_store.endpoint_urls(conn, names)
+
+
+def _argv(ctx: PilotContext, payload: Mapping[str, Any], workdir: Path, binds: list[str]) -> list[str]:
+    argv = payload_argv(payload.get("transformation"), payload.get("job_parameters"))
+    image = payload.get("container_name")
+    if ctx.container_runtime and image:
+        return container_argv(ctx.container_runtime, image, str(workdir), argv, binds)
+    return argv
+
+
+def _beat_running(ctx: PilotContext, control: JobControl) -> None:
+    """`running` as the payload starts (the job's started_at); the reply may already say stop."""
+    try:
+        reply = take_heartbeats(ctx.store, [Heartbeat(None, control.job_id, "running", control.payload.get("attempt_nr"))], ctx.now())[0]
+    except Exception as exc:
+        if not is_store_outage(exc):
+            raise
+        control.status = "running"  # the heartbeat thread says it as soon as the store answers
+        return
+    control.status = "running"
+    act_on(control, reply.command)
+
+
+def _execute(ctx: PilotContext, payload: Mapping[str, Any], control: JobControl, argv: list[str], workdir: Path,
+             job_log: JobLog) -> tuple[Metrics, Failure | None]:
+    """Run the payload to its end, a kill or its walltime, sampling its tree; its metrics and failure."""
+    settings = ctx.settings.pilot
+    started_at = ctx.now()
+    job_log("starting %s", " ".join(argv))
+    process = Process(argv, workdir, job_environment(payload, ctx.environ))
+    peaks = monitor.Peaks()
+    delays = monitor.sample_delays(settings.poll_seconds)
+    next_sample = process.started + next(delays)
+    limit = float(payload.get("max_walltime") or 0)
+    deadline = process.started + limit if limit > 0 else float("inf")
+    failure: Failure | None = None
+    while True:
+        timeout = min(next_sample, deadline) - time.monotonic()
+        if process.wait(min(max(timeout, 0.0), WAKE_SECONDS)):
+            break
+        if control.stopped:
+            job_log("stopping the payload: %s", control.failure.diag if control.failure else "already done")
+            process.stop(_grace(settings.kill_grace_seconds, control.failure))
+            break
+        if time.monotonic() >= deadline:
+            failure = walltime_failure(limit)
+            job_log("walltime of %g s reached: stopping the payload", limit)
+            process.stop(settings.kill_grace_seconds)
+            break
+        if time.monotonic() >= next_sample:
+            peaks.add(monitor.sample(process.pid))
+            next_sample = time.monotonic() + next(delays)
+    wall = time.monotonic() - process.started
+    peaks.add_rusage(process.rusage)
+    metrics = Metrics(wall_time=wall, cpu_time=peaks.cpu_s, max_rss=peaks.rss_kb, max_pss=peaks.pss_kb or None,
+                      started_at=started_at, ended_at=ctx.now())
+    job_log("payload ended: exit %s after %.3f s (cpu %.3f s, max RSS %d kB, max PSS %d kB)", process.exit_code, wall,
+            peaks.cpu_s, peaks.rss_kb, peaks.pss_kb)
+    if failure is None and not control.stopped and process.exit_code != 0:
+        failure = exit_failure(process.exit_code or 0, stderr_tail(workdir))
+    return metrics, failure
+
+
+def _grace(configured: float, failure: Failure | None) -> float:
+    """A pilot that is itself being terminated (scancel) has little time left before its own SIGKILL:
+    it gives its payloads a short grace so that it can still report them."""
+    if failure is not None and failure.code in (SIGINT, SIGTERM):
+        return min(configured, 3.0)
+    return configured
+
+
+def deliver(ctx: PilotContext, report: Any, retry: bool = True) -> EndResult | None:
+    """Report the job; while the store is unreachable try again (up to pilot.lost_heartbeat_seconds,
+    when the server has long closed the job anyway); None when it never answered."""
+    delay, deadline = 1.0, time.monotonic() + ctx.settings.pilot.lost_heartbeat_seconds
+    while True:
+        try:
+            return ingest_reports(ctx.store, [report], ctx.settings, ctx.now())[0]
+        except Exception as exc:
+            if not is_store_outage(exc):
+                raise
+            if not retry or time.monotonic() + delay > deadline or ctx.stopping.is_set():
+                log.error("job %s: the report could not be delivered: %s", report.job_id, str(exc).splitlines()[0])
+                return None
+            time.sleep(delay)
+            delay = min(delay * 2, max(ctx.settings.pilot.heartbeat_seconds, 1.0))
