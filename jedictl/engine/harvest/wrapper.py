@@ -53,4 +53,4 @@ def _write(path: str, code: int) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(main(sys.argv[1:]))
