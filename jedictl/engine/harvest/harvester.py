@@ -53,7 +53,9 @@ def harvest_wanted(store: Any) -> bool:
         return pilot_store.any_batch_site(conn)
 
 
-def harvest_pass(store: Any, settings: Settings, now: datetime, request: HarvestRequest) -> PassReport:
+def harvest_pass(store: Any, settings: Settings, now: datetime, request: HarvestRequest,
+                 batches: dict[str, Batch] | None = None) -> PassReport:
+    """One pass over the sites; `batches` (system -> Batch) replaces the built-in ones (tests, other systems)."""
     report = PassReport("harvest")
     log_root = Path(settings.harvest.log_dir or default_data_dir() / "pilots")
     with store.read() as conn:
@@ -62,7 +64,7 @@ def harvest_pass(store: Any, settings: Settings, now: datetime, request: Harvest
     if request.site is not None and not sites:
         report.add("error", site=request.site, reason=f"site {request.site} does not exist")
         return report
-    batches: dict[str, Batch] = {}
+    batches = dict(batches or {})
     for site in sites:
         name = site["name"]
         options = dict(site["batch"] or {})
