@@ -12,6 +12,9 @@ import typer
 from jedictl.commands._common import context
 
 DEFAULT_DB = "jedictl-demo.db"
+EXECUTE_DIR = "jedictl-demo-execute"
+#: A file the --execute demo leaves in its directory: only a directory that has it is replaced.
+EXECUTE_MARK = ".jedictl-demo-execute"
 
 
 def demo(
@@ -19,6 +22,7 @@ def demo(
     db: Annotated[Optional[str], typer.Option("--db", metavar="PATH", help=f"Build the demo store here (a new SQLite file, or an empty store URL). Default: ./{DEFAULT_DB}, replaced on each run.")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed for brokerage and the pilots' failures: the same seed replays the same run.")] = 1,
     pace: Annotated[Optional[float], typer.Option("--pace", metavar="SECONDS", min=0.0, help="Pause between rounds (default: 0.3 on a terminal, 0 otherwise).")] = None,
+    execute: Annotated[bool, typer.Option("--execute", help=f"Run one small task for real instead: real input files, a real payload and real pilot processes started by harvest, in ./{EXECUTE_DIR}/ (replaced on each run).")] = False,
 ) -> None:
     """Build a small grid with tasks of every kind and run every agent and the pilots until all end.
 
@@ -31,6 +35,11 @@ def demo(
     """
     from jedictl.errors import BadInput
 
+    if execute:
+        if pace is not None:
+            raise BadInput("runs on the wall clock with --execute; leave it out", "--pace")
+        _execute(ctx, db, seed)
+        return
     path = db or DEFAULT_DB
     is_url = "://" in path
     if not is_url and os.path.exists(path) and db is not None:
@@ -159,3 +168,56 @@ def _summary(app: Any, tasks: Any, snap: Any, last: Any, elapsed: float, path: s
              f"  jedictl --db {store} jobs list --task 5\n"
              f"  jedictl --db {store} explain task 6\n"
              f"  jedictl --db {store} check")
+
+
+def _execute(ctx: typer.Context, db: Optional[str], seed: int) -> None:
+    """`demo --execute`: docs/executing.md, "Try it in five minutes"."""
+    import shutil
+    from pathlib import Path
+
+    from jedictl.errors import BadInput
+
+    root = Path(EXECUTE_DIR).resolve()
+    if root.exists():
+        if not (root / EXECUTE_MARK).exists():
+            raise BadInput(f"{root} exists and is not a demo directory (remove it or run elsewhere)")
+        shutil.rmtree(root)
+    root.mkdir()
+    (root / EXECUTE_MARK).write_text("made by jedictl demo --execute; replaced by the next run\n")
+    path = db or f"sqlite:///{root / 'jedictl.db'}"
+    app = context(ctx, db=path)
+    from jedictl.engine.sim import execute_demo
+    from jedictl.store.migrate import upgrade
+
+    if "://" in path and db is not None and execute_demo.holds_tasks(app.settings.db):
+        raise BadInput("already holds tasks; the demo needs an empty store", "--db")
+    upgrade(app.settings.db, busy_timeout_s=app.settings.sqlite_busy_timeout_s)
+    store = app.store()
+    workspace = execute_demo.Workspace(root)
+    task_id = execute_demo.build(store, app.settings, app.clock.now(), app.owner, workspace, seed)
+    started = time.monotonic()
+    last = None
+    for last in execute_demo.rounds(store, app.settings, app.owner, app.clock.now, seed):
+        app.note(execute_demo.progress_line(store, task_id, last, time.monotonic() - started))
+        time.sleep(1.0)  # real pilots run between rounds
+    execute_demo.wait_for_pilots(store, timeout_s=60)
+    outputs = execute_demo.outputs(store, workspace)
+    status = execute_demo.task_status(store, task_id)
+    rows = [{"lfn": o.lfn, "size": o.size_on_disk, "checksum": o.checksum_on_disk, "registered": o.registered_checksum,
+             "matches": o.matches, "path": str(o.path)} for o in outputs]
+    elapsed = time.monotonic() - started
+    if app.output in ("json", "yaml"):
+        app.emit({"store": path, "directory": str(root), "task": task_id, "status": status, "seconds": round(elapsed, 1),
+                  "retries": execute_demo.retry_count(store), "outputs": rows})
+    else:
+        app.emit(rows, columns=["lfn", "size", "checksum", "matches", "path"])
+        app.note(f"\nTask {task_id} is {status} after {elapsed:.0f} s: {len(outputs)} files on disk, each with the checksum the "
+                 f"catalog registered: {'yes' if outputs and all(o.matches for o in outputs) else 'NO'}; "
+                 f"{execute_demo.retry_count(store)} job(s) retried after the injected failure.")
+        app.note(f"Everything is kept in {root}. Look inside with:\n"
+                 f"  jedictl --db {path} jobs list --task {task_id}\n"
+                 f"  jedictl --db {path} pilots list\n"
+                 f"  jedictl --db {path} data show {execute_demo.OUTPUT} --files\n"
+                 f"  jedictl --db {path} check")
+    if status not in ("done", "finished") or not outputs or not all(o.matches for o in outputs):
+        raise typer.Exit(1)

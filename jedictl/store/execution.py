@@ -7,6 +7,7 @@ from typing import Iterable
 
 from sqlalchemy import Connection, Row, select
 
+from jedictl.store.job_outcomes import write_endpoints
 from jedictl.store.schema import sites, storage_endpoints
 
 
@@ -23,3 +24,9 @@ def endpoint_urls(conn: Connection, names: Iterable[str]) -> dict[str, str | Non
         return {}
     rows = conn.execute(select(storage_endpoints.c.name, storage_endpoints.c.url).where(storage_endpoints.c.name.in_(wanted)))
     return {row.name: row.url for row in rows}
+
+
+def site_write_endpoint(conn: Connection, site: str) -> str | None:
+    """Where an output with no destination of its own goes: the site's first write endpoint, the one a
+    report registers it at (job_outcomes.write_endpoints -- one rule for both)."""
+    return write_endpoints(conn, [site]).get(site)

@@ -148,3 +148,11 @@ def list_pilots(conn: Connection, site: str | None = None, state: str | None = N
     if state is not None:
         query = query.where(pilots.c.state == state)
     return list(conn.execute(query))
+
+
+def state_counts(conn: Connection, *, live_only: bool = False) -> dict[str, int]:
+    """Pilots by state (only `LIVE_STATES` with `live_only`): what a progress line shows."""
+    query = select(pilots.c.state, func.count()).group_by(pilots.c.state)
+    if live_only:
+        query = query.where(pilots.c.state.in_(LIVE_STATES))
+    return {state: count for state, count in conn.execute(query)}

@@ -31,3 +31,25 @@ def test_an_existing_file_or_a_used_store_is_refused(cli, tmp_path, store):
     assert existing.read_text() == "precious"
     cli("demo", "--db", store)
     assert "already holds tasks" in cli("demo", "--db", store, code=2).stderr
+
+
+def test_demo_execute_runs_a_real_task_with_real_pilots(cli, store_url, tmp_path, monkeypatch):
+    """`demo --execute`: real files, a real payload, pilots started by harvest as local processes; the
+    injected failure is retried and every registered output is on disk with its registered checksum."""
+    monkeypatch.chdir(tmp_path)
+    result = cli.json("demo", "--execute", "--db", store_url)
+    assert result["status"] == "done" and result["retries"] == 1
+    assert len(result["outputs"]) == 12  # six sums and six logs
+    for output in result["outputs"]:
+        assert output["matches"] is True and output["checksum"] == output["registered"]
+        assert (tmp_path / "jedictl-demo-execute" / "storage").as_posix() in output["path"]
+    assert run_sql(store_url, check_all) == []
+
+
+def test_demo_execute_refuses_a_directory_it_did_not_make(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "jedictl-demo-execute").mkdir()
+    (tmp_path / "jedictl-demo-execute" / "precious").write_text("keep")
+    assert "is not a demo directory" in cli("demo", "--execute", code=2).stderr
+    assert (tmp_path / "jedictl-demo-execute" / "precious").read_text() == "keep"
+    assert "runs on the wall clock" in cli("demo", "--execute", "--pace", "1", code=2).stderr

@@ -55,6 +55,7 @@ class PilotContext:
     keep_workdir: bool
     heartbeater: Heartbeater
     environ: Mapping[str, str]
+    write_endpoint: str | None = None  # the site's, for outputs whose payload names no destination
     stopping: threading.Event = field(default_factory=threading.Event)
     stop_failure: Failure | None = None  # why the pilot is stopping (its signal), for jobs it is still starting
 
@@ -105,6 +106,7 @@ def _run(ctx: PilotContext, payload: Mapping[str, Any], control: JobControl) -> 
         workdir = _make_workdir(workdir)
         job_log.path = workdir / staging.PILOT_LOG
         job_log("dispatched to %s as attempt %s", ctx.site, payload.get("attempt_nr"))
+        payload = staging.with_destinations(payload, ctx.write_endpoint)
         urls = _endpoint_urls(ctx, payload)
         roots = staging.stage_in(payload, workdir, urls, ctx.direct_io)
         job_log("staged in %d input(s)%s", sum(1 for i in payload.get("inputs", []) if i.get("type") not in staging.NOTHING_TO_STAGE),

@@ -95,6 +95,7 @@ class Pilot:
         self.rng = random.Random()
         with store.read() as conn:
             site = execution_store.site_execution(conn, options.site)
+            write_endpoint = execution_store.site_write_endpoint(conn, options.site)
         if site is None:
             raise NotFound(f"unknown site {options.site}")
         self.heartbeater = Heartbeater(store, settings, now, self._beat_row if options.pilot_id else None)
@@ -106,7 +107,7 @@ class Pilot:
             base = Path(tempfile.mkdtemp(prefix="jedictl-pilot-"))
         self.ctx = PilotContext(store=store, settings=settings, now=now, site=options.site, direct_io=bool(site.direct_io),
                                 container_runtime=site.container_runtime, workdir=Path(base), keep_workdir=options.keep_workdir,
-                                heartbeater=self.heartbeater, environ=self.environ)
+                                heartbeater=self.heartbeater, environ=self.environ, write_endpoint=write_endpoint)
 
     # ------------------------------------------------------------------------------------ tallies
 

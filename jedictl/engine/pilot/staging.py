@@ -69,6 +69,16 @@ def stage_in(payload: Mapping[str, Any], workdir: Path, urls: Mapping[str, str |
     return sorted(roots)
 
 
+def with_destinations(payload: Mapping[str, Any], write_endpoint: str | None) -> Mapping[str, Any]:
+    """The payload with every output that names no destination sent to the site's write endpoint: a
+    task whose outputs have no destination (no nucleus endpoint chosen, e.g. analysis) gets its files
+    registered at the job's site's first write endpoint (store.job_outcomes), so that is where they go."""
+    outputs = payload.get("outputs") or []
+    if write_endpoint is None or all(item.get("destination") for item in outputs):
+        return payload
+    return {**payload, "outputs": [item if item.get("destination") else {**item, "destination": write_endpoint} for item in outputs]}
+
+
 def destination(item: Mapping[str, Any], urls: Mapping[str, str | None]) -> Path:
     """An output's path on its destination endpoint; the endpoint must have a URL whose root is a
     writable folder (else the job fails with 1137 before anything is copied). The scope is the output
