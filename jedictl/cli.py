@@ -24,8 +24,10 @@ from jedictl.commands import (
     feed,
     finalize,
     generate,
+    harvest,
     jobs,
     pilot,
+    pilots,
     queue_shares,
     refine,
     retry_rules,
@@ -72,6 +74,7 @@ app.command("refine")(refine.refine)
 app.command("feed")(feed.feed)
 app.command("broker")(broker.broker)
 app.command("generate")(generate.generate)
+app.command("harvest")(harvest.harvest)
 app.command("finalize")(finalize.finalize)
 app.command("watch")(watch.watch)
 app.command("run")(run.run)
@@ -89,6 +92,7 @@ app.add_typer(task.app, name="task")
 app.add_typer(jobs.app, name="jobs")
 app.add_typer(explain.app, name="explain")
 app.add_typer(sites.app, name="sites")
+app.add_typer(pilots.app, name="pilots")
 app.add_typer(data.app, name="data")
 app.add_typer(retry_rules.app, name="retry-rules")
 app.add_typer(queue_shares.app, name="queue-shares")

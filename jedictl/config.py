@@ -243,6 +243,20 @@ class WatchdogSettings:
     pause_min_remaining_jobs: int = _s(100, "remaining jobs a task needs before it can be auto-paused", "MIN_REMAINING_JOBS_TO_PAUSE")
 
 
+@dataclass(frozen=True)
+class HarvestSettings:
+    """`jedictl harvest`: PanDA Harvester's submitter and monitor in one pass (docs/executing.md)."""
+
+    batch: str = _s("", "batch system for every site instead of its own sites.batch.system (local | slurm); empty: each site's", "")
+    log_dir: str = _s("", "where pilots' batch scripts and logs go (default: the data directory's pilots/); must be shared with the compute nodes", "")
+    jobs_per_pilot: int = _s(10, "jobs a pilot takes when the site's batch sets no jobs_per_pilot", "")
+    slots: int = _s(1, "payloads a pilot runs at once when the site's batch sets no slots", "")
+    max_failed_pilots: int = _s(5, "a site whose last N pilots all failed before taking work gets pilots_active off (0: never)", "")
+    submit_grace_seconds: int = _s(120, "a pilot the batch system does not list yet is not called lost before this", "")
+    quiet_seconds: int = _s(600, "a pilot that beat within this is never ended on the batch system's word alone", "")
+    limit: int = _s(1000, "pilots submitted per site per pass", "Harvester maxNewWorkersPerCycle")
+
+
 _DEFAULT_WORK_QUEUES: list[dict[str, Any]] = [
     {"name": "evgensimul", "vo": "*", "queue_type": "managed", "order": 10, "share": 40, "criteria": "processingType IN ('evgen', 'simul')"},
     {"name": "group", "vo": "*", "queue_type": "managed", "order": 20, "share": 10, "criteria": "workingGroup LIKE 'GP_%'"},
@@ -297,6 +311,7 @@ class Settings:
     simulate: SimulateSettings = field(default_factory=SimulateSettings)
     pilot: PilotSettings = field(default_factory=PilotSettings)
     watchdog: WatchdogSettings = field(default_factory=WatchdogSettings)
+    harvest: HarvestSettings = field(default_factory=HarvestSettings)
     work_queues: list = _s(_DEFAULT_WORK_QUEUES, "work queue definitions (until queue-shares import)")
     global_shares: list = _s(_DEFAULT_GLOBAL_SHARES, "global share tree (until queue-shares import)")
     resource_types: list = _s(_DEFAULT_RESOURCE_TYPES, "resource types by cores and RAM per core")

@@ -22,10 +22,12 @@ from jedictl.cli import app
 
 PG_URL = os.environ.get("JEDICTL_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 REQUIRE_PG = os.environ.get("JEDICTL_REQUIRE_PG") == "1"
+REQUIRE_SLURM = os.environ.get("JEDICTL_REQUIRE_SLURM") == "1"
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "panda-taskparams"  # task parameters written by PanDA's own client
 
 _pg_state: dict[str, Any] = {"available": None, "passed": 0}
+_slurm_state: dict[str, Any] = {"passed": 0}
 
 
 # ------------------------------------------------------------------------------------- environment
@@ -36,7 +38,7 @@ def isolation(tmp_path_factory: pytest.TempPathFactory):
     home = tmp_path_factory.mktemp("home")
     saved = dict(os.environ)
     for name in list(os.environ):
-        if name.startswith("JEDICTL_") and name not in ("JEDICTL_TEST_PG_URL", "JEDICTL_REQUIRE_PG"):
+        if name.startswith("JEDICTL_") and name not in ("JEDICTL_TEST_PG_URL", "JEDICTL_REQUIRE_PG", "JEDICTL_REQUIRE_SLURM"):
             del os.environ[name]
     os.environ.update({
         "XDG_CONFIG_HOME": str(home / "config"), "XDG_DATA_HOME": str(home / "data"),
@@ -230,6 +232,33 @@ def _pg_template() -> Any:
     template.close()
 
 
+# ------------------------------------------------------------------------------------------- Slurm
+
+@pytest.fixture(scope="session")
+def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A one-node Slurm cluster for the session (tests/slurm_cluster.py), `SLURM_CONF` set for the
+    clients. Without Slurm installed (or not root) the test is skipped -- unless
+    `JEDICTL_REQUIRE_SLURM=1` (set by `.ci/run`), which makes that a failure. Tests that use it carry
+    the `slurm` mark."""
+    from tests.slurm_cluster import SlurmCluster, installed
+
+    missing = installed()
+    if missing:
+        if REQUIRE_SLURM:
+            pytest.fail(missing + " (JEDICTL_REQUIRE_SLURM=1)")
+        pytest.skip(missing)
+    cluster = SlurmCluster(tmp_path_factory.mktemp("slurm"))
+    cluster.start()
+    saved = os.environ.get("SLURM_CONF")
+    os.environ.update(cluster.env)
+    yield cluster
+    cluster.stop()
+    if saved is None:
+        os.environ.pop("SLURM_CONF", None)
+    else:
+        os.environ["SLURM_CONF"] = saved
+
+
 # --------------------------------------------------------------------------------------------- CLI
 
 _COMMAND: dict[str, Any] = {}
@@ -297,6 +326,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     # Under xdist this runs on the controller too, with every worker's reports.
     if report.when == "call" and report.passed and "postgres" in report.keywords:
         _pg_state["passed"] += 1
+    if report.when == "call" and report.passed and "slurm" in report.keywords:
+        _slurm_state["passed"] += 1
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -304,4 +335,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return  # an xdist worker sees only its share of the tests: the controller decides
     if REQUIRE_PG and session.testscollected and _pg_state["passed"] == 0 and exitstatus == 0:
         session.config.get_terminal_writer().line("JEDICTL_REQUIRE_PG=1 but no PostgreSQL test passed", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    # The Slurm tests are all `slow` too (one cluster, in the README command's serial step): a session
+    # that excludes slow tests is not the one that must have passed one.
+    slurm_due = session.testscollected and "not slow" not in (session.config.getoption("markexpr", "") or "")
+    if REQUIRE_SLURM and slurm_due and _slurm_state["passed"] == 0 and session.exitstatus == 0:
+        session.config.get_terminal_writer().line("JEDICTL_REQUIRE_SLURM=1 but no Slurm test passed", red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -12,6 +12,7 @@ Rooms, from the bottom layer up (a room may import only rooms below it; `import-
     brokerage   the Task Broker pass, task and job brokerage, filters, site needs
     commando    operator commands on tasks
     refine, feed, generate, finalize, watch     one room per agent pass
+    harvest     pilots on batch systems: policy, the batch interface (local, slurm), the pass
     views       task and job views, explain, metrics (read only)
     pipeline    every agent in order: `jedictl run`
     sim         the pilot simulator and the demo

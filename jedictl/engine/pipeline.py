@@ -16,12 +16,14 @@ from jedictl.engine.brokerage.broker import broker_pass
 from jedictl.engine.feed.feeder import feed_pass
 from jedictl.engine.finalize.postprocessor import finalize_pass
 from jedictl.engine.generate.generator import generate_pass
+from jedictl.engine.harvest.harvester import HarvestRequest, harvest_pass, harvest_wanted, pilot_store_url
 from jedictl.engine.refine.refiner import refine_pass
 from jedictl.engine.watch.watchdog import watch_pass
 from jedictl.errors import BadInput
 
-#: Pipeline order: refine -> feed -> broker -> generate -> finalize, then the watchdog's housekeeping.
-AGENTS = ("refine", "feed", "broker", "generate", "finalize", "watch")
+#: Pipeline order: refine -> feed -> broker -> generate -> harvest (pilots for the new jobs, only where a
+#: site has a batch system) -> finalize, then the watchdog's housekeeping.
+AGENTS = ("refine", "feed", "broker", "generate", "harvest", "finalize", "watch")
 
 
 def _refine(store: Any, settings: Settings, owner: str, now: datetime, seed: int | None) -> PassReport:
@@ -40,6 +42,10 @@ def _generate(store: Any, settings: Settings, owner: str, now: datetime, seed: i
     return generate_pass(store, settings, owner, now, seed=seed)
 
 
+def _harvest(store: Any, settings: Settings, owner: str, now: datetime, seed: int | None) -> PassReport:
+    return harvest_pass(store, settings, now, HarvestRequest(store_url=pilot_store_url(store.url)))
+
+
 def _finalize(store: Any, settings: Settings, owner: str, now: datetime, seed: int | None) -> PassReport:
     return finalize_pass(store, settings, owner, now)
 
@@ -49,8 +55,16 @@ def _watch(store: Any, settings: Settings, owner: str, now: datetime, seed: int 
 
 
 PASSES: dict[str, Callable[[Any, Settings, str, datetime, int | None], PassReport]] = {
-    "refine": _refine, "feed": _feed, "broker": _broker, "generate": _generate, "finalize": _finalize, "watch": _watch,
+    "refine": _refine, "feed": _feed, "broker": _broker, "generate": _generate, "harvest": _harvest, "finalize": _finalize, "watch": _watch,
 }
+
+
+def _quietly(check: Callable[[Any], bool], store: Any) -> bool:
+    """A check that must not stop the pipeline: an error means yes, so that the pass reports it."""
+    try:
+        return check(store)
+    except Exception:  # noqa: BLE001 - the pass itself will meet it and report it as its error
+        return True
 
 
 def parse_agents(text: str | None) -> tuple[str, ...]:
@@ -72,6 +86,8 @@ def run_pipeline(store: Any, settings: Settings, owner: str, clock: Callable[[],
 
     for name in agents:
         started = time.monotonic()
+        if name == "harvest" and not _quietly(harvest_wanted, store):
+            continue  # no site has a batch system: pilots come on their own, nothing to harvest
         try:
             report = PASSES[name](store, settings, owner, clock(), seed)
         except Exception as exc:  # noqa: BLE001 - one agent's failure must not stop the pipeline

@@ -476,6 +476,9 @@ sites = Table(
     Column("max_queued", Integer),
     Column("job_caps", JSON),  # per job type: {"managed": {"max_running": .., "max_queued": ..}}
     Column("pilots_active", Boolean, nullable=False, default=True),
+    # Why pilots_active is false when `jedictl harvest` turned it off (its pilots kept failing before
+    # taking work); None when it was not harvest. Harvest turns back on only what it turned off.
+    Column("pilots_reason", String(255)),
     Column("direct_io", Boolean, nullable=False, default=False),
     Column("transferring_limit", Integer),
     # The batch system `jedictl harvest` submits this site's pilots to: {"system": "slurm", ...}

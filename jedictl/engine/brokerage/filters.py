@@ -333,6 +333,8 @@ def check_t1_weight(site: Site, ctx: BrokerContext) -> Drop | None:
 
 def check_pilots(site: Site, ctx: BrokerContext) -> Drop | None:
     if not site.pilots_active and not ctx.task.is_test:
+        if site.pilots_reason:  # harvest turned it off: say why, so `explain` shows what to fix
+            return Drop(f"pilots: no pilot activity at the site ({site.pilots_reason})", {"pilots_active": False})
         return Drop("pilots: no pilot activity at the site", {"pilots_active": False})
     return None
 

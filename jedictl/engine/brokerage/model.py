@@ -72,6 +72,7 @@ class Site:
     max_queued: int | None = None
     job_caps: Mapping[str, Mapping[str, int]] = field(default_factory=_no_mapping)
     pilots_active: bool = True
+    pilots_reason: str | None = None  # why `jedictl harvest` turned pilots_active off
     direct_io: bool = False
     transferring_limit: int | None = None
     read_endpoints: tuple[str, ...] = ()
@@ -140,7 +141,8 @@ def site_from_row(row: Mapping[str, Any], storage_rows: Iterable[Mapping[str, An
         releases=_tuple_or_none(row.get("releases")), containers=_tuple_or_none(row.get("containers")),
         max_running=row.get("max_running"), max_queued=row.get("max_queued"),
         job_caps=MappingProxyType(dict(row.get("job_caps") or {})),
-        pilots_active=bool(row.get("pilots_active", True)), direct_io=bool(row.get("direct_io")),
+        pilots_active=bool(row.get("pilots_active", True)), pilots_reason=row.get("pilots_reason"),
+        direct_io=bool(row.get("direct_io")),
         transferring_limit=row.get("transferring_limit"),
         read_endpoints=tuple(read), write_endpoints=tuple(write),
         opportunistic=bool(attributes.get("opportunistic")), attributes=MappingProxyType(attributes),

@@ -1,5 +1,5 @@
-"""Real execution (issue 16): storage endpoints get a URL, sites a batch system and a container
-runtime, and `pilots` records what `jedictl harvest` submitted.
+"""Real execution (issue 16): storage endpoints get a URL, sites a batch system, a container
+runtime and the reason harvest turned their pilots off, and `pilots` records what `jedictl harvest` submitted.
 
 An endpoint without a URL stays catalog-only (the simulator's world); a site without a batch system
 gets no pilots from `harvest` and is served by whatever executor comes to it.
@@ -25,6 +25,7 @@ def upgrade() -> None:
     with op.batch_alter_table("sites") as batch:
         batch.add_column(sa.Column("batch", sa.JSON()))
         batch.add_column(sa.Column("container_runtime", sa.String(16)))
+        batch.add_column(sa.Column("pilots_reason", sa.String(255)))
     op.create_table(
         "pilots",
         sa.Column("id", ID, primary_key=True, autoincrement=True),
@@ -51,6 +52,7 @@ def downgrade() -> None:
     op.drop_index("ix_pilots_site_state", table_name="pilots")
     op.drop_table("pilots")
     with op.batch_alter_table("sites") as batch:
+        batch.drop_column("pilots_reason")
         batch.drop_column("container_runtime")
         batch.drop_column("batch")
     with op.batch_alter_table("storage_endpoints") as batch:
