@@ -129,7 +129,8 @@ def empty_pilot_s(url: str) -> float:
 
 def run(backend: str, batch_system: str, n_jobs: int, workdir: Path, *, jobs_per_pilot: int = 50, slots: int = 2, max_pilots: int = 2,
         size: int = 100_000, pause: float = 1.0, timeout: float = 3600) -> dict:
-    """The whole measurement in `workdir`: the Slurm cluster too when batch_system is slurm."""
+    """The whole measurement in a new folder under `workdir`: the Slurm cluster too when batch_system is slurm."""
+    workdir = Path(tempfile.mkdtemp(prefix="harvest-", dir=workdir))  # run_all calls again with the same folder
     cluster = None
     env = {**os.environ, **ENV, "JEDICTL_HARVEST__LOG_DIR": str(workdir / "pilot-logs"), "JEDICTL_PILOT__WORKDIR": str(workdir / "work")}
     if batch_system == "slurm":

@@ -86,6 +86,7 @@ def figures(values: list[float]) -> dict[str, float]:
 
 
 def run(backend: str, n_jobs: int, workdir: Path) -> dict:
+    workdir = Path(tempfile.mkdtemp(prefix="pilot-", dir=workdir))  # run_all calls again with the same folder
     with scratch_store(backend, workdir, "pilot") as url:
         make_task(url, workdir, n_jobs)
         launched = utcnow()
