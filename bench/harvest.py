@@ -22,7 +22,7 @@ between rounds as a cron job would, until the task is final. Then:
                         jobs (dispatched_at -> state_changed_at, the report's `now`, minus wall_time) is
                         printed too; the rest is between jobs and the slots' idle tails.
   + start-up            the same with each pilot's fixed cost added: slots x the time of one pilot
-                        without work (launch -> exit, measured at the end on the same store) per pilot,
+                        without work (launch -> exit, the median of 5 at the end on the same store) per pilot,
                         which covers the interpreter and imports before the row says started.
   slot use              payload time over (end-to-end time x max_pilots x slots): what the harvest
                         cadence, the batch system's scheduling and the pilots' start-up leave idle.
@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -120,11 +121,14 @@ def verify_outputs(url: str, disk: Path, n_jobs: int) -> int:
     return len(rows)
 
 
-def empty_pilot_s(url: str) -> float:
-    """One pilot without work on this store, launch to exit: a pilot's fixed cost."""
-    started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "jedictl", "pilot", "--site", SITE, "--once", "--db", url, "-q"], check=True, capture_output=True)
-    return time.perf_counter() - started
+def empty_pilot_s(url: str, runs: int = 5) -> float:
+    """A pilot without work on this store, launch to exit (median of `runs`: the machine is shared): a pilot's fixed cost."""
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "jedictl", "pilot", "--site", SITE, "--once", "--db", url, "-q"], check=True, capture_output=True)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
 
 
 def run(backend: str, batch_system: str, n_jobs: int, workdir: Path, *, jobs_per_pilot: int = 50, slots: int = 2, max_pilots: int = 2,
