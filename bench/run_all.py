@@ -11,7 +11,9 @@ at x0.1: 10 is linear).
 
 Workloads (x1): feed 1,000,000 files; generate 100,000 jobs from 1,000,000 files; ingest 100,000 job
 reports; finalize 10,000 tasks; queue-shares over 10,000 active tasks; brokerage over 2,000 sites;
-end to end 100 tasks x 1,000 files with the pilot simulator.
+end to end 100 tasks x 1,000 files with the pilot simulator; the real pilot's overhead per job over
+200 no-op jobs (bench/pilot.py); 1,000 real jobs through a local Slurm cluster (bench/harvest.py,
+skipped with a note when Slurm is not installed).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from typing import Any, Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import feed, generate, lifecycle, report  # noqa: E402
+from bench import feed, generate, harvest, lifecycle, pilot, report  # noqa: E402
 from bench.common import scratch_store  # noqa: E402
 
 RAW_ROWS = 200_000
@@ -95,7 +97,7 @@ class Row:
         return dict(vars(self))
 
 
-NAMES = ("feed", "generate", "report", "finalize", "brokerage", "e2e")
+NAMES = ("feed", "generate", "report", "finalize", "brokerage", "e2e", "pilot", "harvest")
 
 
 def workloads(backend: str, scale: float, workdir: Path, chosen: tuple[str, ...] = NAMES) -> Iterator[Row]:
@@ -139,6 +141,26 @@ def workloads(backend: str, scale: float, workdir: Path, chosen: tuple[str, ...]
         yield Row("end to end", backend, scale, n_tasks * 1000, "files", result["e2e_s"], result["peak_mb"], "insert", n_tasks * 1000,
                   "every task final, counters consistent", final == total and result["consistent"],
                   f"{n_tasks} tasks, {result['rounds']} rounds")
+    if "pilot" in chosen:
+        n_jobs = max(10, int(200 * scale))
+        result = pilot.run(backend, n_jobs, workdir)
+        total = result["total"]
+        yield Row("pilot overhead (no-op payload, one pilot)", backend, scale, n_jobs, "jobs", result["pilot_wall_s"], None, None, None,
+                  "median < 100 ms per job on SQLite" if sqlite else "-", total["median"] < pilot.TARGET_MS if sqlite else None,
+                  f"per job median {total['median']} ms, p90 {total['p90']} ms; start-up {result['startup_ms']} ms")
+    if "harvest" in chosen:
+        from tests.slurm_cluster import installed
+
+        missing = installed()
+        if missing:
+            print(f"  x{scale:g} harvest skipped: {missing}", flush=True)
+        else:
+            n_jobs = max(20, int(1000 * scale))
+            result = harvest.run(backend, "slurm", n_jobs, workdir)
+            yield Row("harvest (real jobs, local Slurm)", backend, scale, n_jobs, "jobs", result["e2e_s"], None, None, None,
+                      "jedictl < 10 % over payload time", result["overhead_with_startup_pct"] < 10,
+                      f"{result['jobs_per_min']} jobs/min, overhead {result['overhead_with_startup_pct']} % with start-up, "
+                      f"{result['pilots']} pilots")
 
 
 def table(rows: list[Row], raw: dict[str, dict[str, float]]) -> str:
