@@ -212,6 +212,27 @@ def test_sigterm_stops_the_payload_and_reports_1201(cli, store, tmp_path):
     assert not any(_alive(pid) for pid in _pids(pids))
 
 
+def test_a_payload_killed_by_the_sigterm_that_stops_its_pilot_is_reported_1201(cli, store, tmp_path):
+    # scancel (or a batch time limit) signals every process of the batch job, the payload's session too,
+    # in no set order: the payload may die, and its end be seen, before the pilot's own handler runs.
+    # Here the payload gets SIGTERM first and the pilot 0.2 s later; the report still says 1201.
+    grid.make_grid(cli, store, tmp_path, n_files=1)
+    pids = tmp_path / "pids"
+    process = grid.start_pilot(store, "--once", env={"PILOT_TEST_MODE": "sleep60", "PILOT_TEST_PIDS": str(pids)})
+    try:
+        _wait_for(lambda: _pids(pids), what="the payload to start")
+        os.kill(_pids(pids)[0], signal.SIGTERM)
+        time.sleep(0.2)
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 143, err
+    job = _jobs(cli, store)[0]
+    assert _failure(job) == ("failed", "pilot", 1201), job["error_diag"]
+    assert job["error_diag"] == "The pilot received SIGTERM"
+
+
 def test_kill_9_of_the_pilot_loses_nothing_the_watchdog_closes_the_job_and_its_input_is_retried(cli, store, tmp_path):
     grid.make_grid(cli, store, tmp_path, n_files=1)
     pids = tmp_path / "pids"
