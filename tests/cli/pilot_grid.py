@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -136,6 +137,40 @@ def pilot_env(extra: dict[str, str] | None = None, **settings: str) -> dict[str,
 
 def start_pilot(store: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
     return subprocess.Popen(pilot_argv(store, *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=pilot_env(env))
+
+
+def shown_jobs(cli: Any, store: str) -> list[dict[str, Any]]:
+    """Every job, `jobs show` of each (errors, metrics), by job id."""
+    listed = sorted(cli.json("jobs", "list", "--limit", "1000", db=store), key=lambda j: j["job_id"])
+    return [cli.json("jobs", "show", str(j["job_id"]), db=store) for j in listed]
+
+
+def failure(job: dict[str, Any]) -> tuple[Any, ...]:
+    return job["status"], job["error_source"], job["error_code"]
+
+
+def wait_for(predicate: Any, timeout: float = 60, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def payload_pids(path: Path) -> list[int]:
+    """The pids the payloads wrote (PILOT_TEST_PIDS: one line per payload, the pid first)."""
+    return [int(line.split()[0]) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is not alive (its parent, the killed pilot's re-parented payload, may not have reaped it yet).
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def textblock(text: str) -> str:

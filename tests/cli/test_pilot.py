@@ -26,41 +26,9 @@ TASK_OUT = "pilot.test.1.out"
 NO_INPUT = {"no_input": True, "inputs": [], "split": {"n_events": 10, "n_events_per_job": 10}, "command": "${OUTPUT0}"}
 
 
-def _jobs(cli, store) -> list[dict]:
-    listed = sorted(cli.json("jobs", "list", "--limit", "1000", db=store), key=lambda j: j["job_id"])
-    return [cli.json("jobs", "show", str(j["job_id"]), db=store) for j in listed]
-
-
 def _outputs_on_disk(disk: Path) -> list[Path]:
     """Files the pilot wrote on the endpoint (the inputs live under data/)."""
     return sorted(p for p in disk.rglob("*") if p.is_file() and p.relative_to(disk).parts[0] != "data")
-
-
-def _wait_for(predicate, timeout: float = 60, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
-
-
-def _pids(path: Path) -> list[int]:
-    return [int(line.split()[0]) for line in path.read_text().splitlines()] if path.exists() else []
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie is not alive (its parent, the killed pilot's re-parented payload, may not have reaped it yet).
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def _failure(job: dict) -> tuple:
-    return job["status"], job["error_source"], job["error_code"]
 
 
 # ------------------------------------------------------------------------------------- the good path
@@ -70,7 +38,7 @@ def test_a_task_runs_to_finished_with_its_outputs_on_disk_as_registered(cli, sto
     code, report, stderr = grid.run_pilot(store, "--once", "--jobs", "10", "--workdir", str(tmp_path / "work"))
     assert code == 0, stderr
     assert (report["jobs"], report["finished"], report["failed"]) == (3, 3, 0), stderr
-    jobs = _jobs(cli, store)
+    jobs = grid.shown_jobs(cli, store)
     assert [j["status"] for j in jobs] == ["finished"] * 3
     for job in jobs:
         assert job["executor"].startswith("pilot-0@") and job["executor"].endswith("/slot1")
@@ -104,7 +72,7 @@ def test_the_pilots_row_follows_the_pilot_and_the_job_records_its_metrics(cli, s
     row = run_sql(store, lambda conn: conn.execute(select(pilots).where(pilots.c.id == pilot_id)).one())
     assert (row.state, row.n_jobs, row.n_finished, row.n_failed, row.exit_code) == ("finished", 1, 1, 0, 0)
     assert row.executor.startswith(f"pilot-{pilot_id}@") and row.started_at and row.ended_at
-    job = _jobs(cli, store)[0]
+    job = grid.shown_jobs(cli, store)[0]
     assert job["executor"].startswith(f"pilot-{pilot_id}@")
     # The payload burns 0.5 s of CPU and holds 50 MB: both show in the tree's figures.
     assert job["cpu_time"] >= 0.4
@@ -120,7 +88,7 @@ def test_two_slots_run_two_payloads_at_once(cli, store, tmp_path):
     assert report["finished"] == 2
     starts = sorted(float(line.split()[1]) for line in stamps.read_text().splitlines())
     assert len(starts) == 2 and starts[1] - starts[0] < 1.5  # the second started while the first still slept
-    first, second = _jobs(cli, store)
+    first, second = grid.shown_jobs(cli, store)
     assert first["executor"].rsplit("/", 1)[1] != second["executor"].rsplit("/", 1)[1]
 
 
@@ -151,14 +119,14 @@ def test_a_payload_exiting_non_zero_fails_as_trans_and_is_retried(cli, store, tm
     code, report, stderr = grid.run_pilot(store, "--once", env={"PILOT_TEST_MODE": "fail"})
     assert code == 0, stderr
     assert report["failed"] == 1
-    job = _jobs(cli, store)[0]
-    assert _failure(job) == ("failed", "trans", 7)
+    job = grid.shown_jobs(cli, store)[0]
+    assert grid.failure(job) == ("failed", "trans", 7)
     assert run_sql(store, lambda conn: conn.execute(select(jobs.c.trans_exit_code).where(jobs.c.id == job["job_id"])).scalar_one()) == 7
     assert "something went wrong" in job["error_diag"]
     grid.generate(cli, store)  # the input went back to ready with an attempt used: a new job for it
     code, report, stderr = grid.run_pilot(store, "--once")
     assert code == 0 and report["finished"] == 1, stderr
-    retry = _jobs(cli, store)[1]
+    retry = grid.shown_jobs(cli, store)[1]
     assert (retry["status"], retry["attempt_nr"]) == ("finished", 2)
 
 
@@ -170,11 +138,11 @@ def test_a_payload_past_its_walltime_is_killed_with_1213(cli, store, tmp_path):
     code, report, stderr = grid.run_pilot(store, "--once", env={"PILOT_TEST_MODE": "sleep60", "PILOT_TEST_PIDS": str(pids)})
     assert code == 0, stderr
     assert time.monotonic() - started < 30
-    job = _jobs(cli, store)[0]
+    job = grid.shown_jobs(cli, store)[0]
     assert job["max_walltime"] == 2
-    assert _failure(job) == ("failed", "pilot", 1213) and "Reached batch system time limit" in job["error_diag"]
+    assert grid.failure(job) == ("failed", "pilot", 1213) and "Reached batch system time limit" in job["error_diag"]
     assert 2 <= job["wall_time"] < 10
-    assert not any(_alive(pid) for pid in _pids(pids))
+    assert not any(grid.alive(pid) for pid in grid.payload_pids(pids))
 
 
 @pytest.mark.parametrize("how", ["jobs", "task"])
@@ -183,16 +151,16 @@ def test_killing_the_job_stops_its_payload_and_cancels_it(cli, store, tmp_path, 
     pids = tmp_path / "pids"
     process = grid.start_pilot(store, "--once", env={"PILOT_TEST_MODE": "sleep60", "PILOT_TEST_PIDS": str(pids)})
     try:
-        _wait_for(lambda: _pids(pids), what="the payload to start")
-        _wait_for(lambda: _jobs(cli, store)[0]["status"] == "running", what="the job to run")
+        grid.wait_for(lambda: grid.payload_pids(pids), what="the payload to start")
+        grid.wait_for(lambda: grid.shown_jobs(cli, store)[0]["status"] == "running", what="the job to run")
         cli(*(("jobs", "kill", "1") if how == "jobs" else ("task", "kill", "1")), db=store)
         out, err = process.communicate(timeout=60)
     finally:
         process.kill()
     assert process.returncode == 0, err
-    job = _jobs(cli, store)[0]
-    assert _failure(job) == ("cancelled", "pilot", 1144)
-    assert not any(_alive(pid) for pid in _pids(pids))
+    job = grid.shown_jobs(cli, store)[0]
+    assert grid.failure(job) == ("cancelled", "pilot", 1144)
+    assert not any(grid.alive(pid) for pid in grid.payload_pids(pids))
 
 
 def test_sigterm_stops_the_payload_and_reports_1201(cli, store, tmp_path):
@@ -200,16 +168,37 @@ def test_sigterm_stops_the_payload_and_reports_1201(cli, store, tmp_path):
     pids = tmp_path / "pids"
     process = grid.start_pilot(store, "--once", env={"PILOT_TEST_MODE": "sleep60", "PILOT_TEST_PIDS": str(pids)})
     try:
-        _wait_for(lambda: _pids(pids), what="the payload to start")
+        grid.wait_for(lambda: grid.payload_pids(pids), what="the payload to start")
         process.send_signal(signal.SIGTERM)
         out, err = process.communicate(timeout=60)
     finally:
         process.kill()
     assert process.returncode == 143, err
     assert "stopped by SIGTERM" in err
-    job = _jobs(cli, store)[0]
-    assert _failure(job) == ("failed", "pilot", 1201)
-    assert not any(_alive(pid) for pid in _pids(pids))
+    job = grid.shown_jobs(cli, store)[0]
+    assert grid.failure(job) == ("failed", "pilot", 1201)
+    assert not any(grid.alive(pid) for pid in grid.payload_pids(pids))
+
+
+def test_a_payload_killed_by_the_sigterm_that_stops_its_pilot_is_reported_1201(cli, store, tmp_path):
+    # scancel (or a batch time limit) signals every process of the batch job, the payload's session too,
+    # in no set order: the payload may die, and its end be seen, before the pilot's own handler runs.
+    # Here the payload gets SIGTERM first and the pilot 0.2 s later; the report still says 1201.
+    grid.make_grid(cli, store, tmp_path, n_files=1)
+    pids = tmp_path / "pids"
+    process = grid.start_pilot(store, "--once", env={"PILOT_TEST_MODE": "sleep60", "PILOT_TEST_PIDS": str(pids)})
+    try:
+        grid.wait_for(lambda: grid.payload_pids(pids), what="the payload to start")
+        os.kill(grid.payload_pids(pids)[0], signal.SIGTERM)
+        time.sleep(0.2)
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 143, err
+    job = grid.shown_jobs(cli, store)[0]
+    assert grid.failure(job) == ("failed", "pilot", 1201), job["error_diag"]
+    assert job["error_diag"] == "The pilot received SIGTERM"
 
 
 def test_kill_9_of_the_pilot_loses_nothing_the_watchdog_closes_the_job_and_its_input_is_retried(cli, store, tmp_path):
@@ -217,25 +206,25 @@ def test_kill_9_of_the_pilot_loses_nothing_the_watchdog_closes_the_job_and_its_i
     pids = tmp_path / "pids"
     process = grid.start_pilot(store, "--once", env={"PILOT_TEST_MODE": "sleep60", "PILOT_TEST_PIDS": str(pids)})
     try:
-        _wait_for(lambda: _jobs(cli, store)[0]["status"] == "running", what="the job to run")
+        grid.wait_for(lambda: grid.shown_jobs(cli, store)[0]["status"] == "running", what="the job to run")
         process.kill()
         process.wait(timeout=30)
     finally:
-        for pid in _pids(pids):  # the orphaned payload: on a batch system, its process tracking ends it
+        for pid in grid.payload_pids(pids):  # the orphaned payload: on a batch system, its process tracking ends it
             try:
                 os.killpg(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-    assert _jobs(cli, store)[0]["status"] == "running"
+    assert grid.shown_jobs(cli, store)[0]["status"] == "running"
     time.sleep(2)
     # Heartbeats stopped 2 s ago: a 1-second heartbeat timeout makes the watchdog close the job now.
     cli("watch", db=store, env={"JEDICTL_JOB_TIMEOUTS__HEARTBEAT_HOURS": str(1 / 3600)})
-    job = _jobs(cli, store)[0]
+    job = grid.shown_jobs(cli, store)[0]
     assert job["status"] == "closed"
     grid.generate(cli, store)
     code, report, stderr = grid.run_pilot(store, "--once")
     assert code == 0 and report["finished"] == 1, stderr
-    assert [(j["status"], j["attempt_nr"]) for j in _jobs(cli, store)] == [("closed", 1), ("finished", 2)]
+    assert [(j["status"], j["attempt_nr"]) for j in grid.shown_jobs(cli, store)] == [("closed", 1), ("finished", 2)]
 
 
 def _break_disk(disk: Path, how: str) -> None:
@@ -261,8 +250,8 @@ def test_bad_input_is_a_clear_job_failure_with_its_own_code_and_leaves_no_file(c
     _break_disk(disk, how)
     code, report, stderr = grid.run_pilot(store, "--once", env={"PILOT_TEST_MODE": "no-output" if how == "no output" else "ok"})
     assert code == 0, stderr
-    job = _jobs(cli, store)[0]
-    assert _failure(job) == expected, job["error_diag"]
+    job = grid.shown_jobs(cli, store)[0]
+    assert grid.failure(job) == expected, job["error_diag"]
     assert job["error_diag"]
     assert _outputs_on_disk(disk) == []
     assert cli.json("data", "list", db=store) and not any(d["name"].startswith("pilot.test.1.") for d in cli.json("data", "list", db=store))
@@ -276,8 +265,8 @@ def test_an_output_endpoint_that_cannot_be_written_fails_the_job_with_1137(cli, 
     grid.make_grid(cli, store, tmp_path, n_files=0, spec=NO_INPUT, url=f"file://{target}")
     code, report, stderr = grid.run_pilot(store, "--once")
     assert code == 0, stderr
-    job = _jobs(cli, store)[0]
-    assert _failure(job) == ("failed", "pilot", 1137), job["error_diag"]
+    job = grid.shown_jobs(cli, store)[0]
+    assert grid.failure(job) == ("failed", "pilot", 1137), job["error_diag"]
     if url == "missing folder":
         assert not target.exists()  # never made by the pilot: a mistyped URL is not a new endpoint
 
@@ -291,7 +280,7 @@ def test_a_refused_report_leaves_no_output_file(cli, store, tmp_path):
     assert code == 1, stderr
     assert report["error"] == 1 and "already" in report["items"][0]["reason"]
     assert "report not accepted: outputs removed" in stderr  # they were written, then taken back
-    assert _jobs(cli, store)[0]["status"] == "cancelled"  # by the kill, not by the refused report
+    assert grid.shown_jobs(cli, store)[0]["status"] == "cancelled"  # by the kill, not by the refused report
     assert _outputs_on_disk(disk) == []
     assert not any(d["name"] == TASK_OUT for d in cli.json("data", "list", db=store))
 

@@ -39,6 +39,10 @@ from jedictl.store import execution as execution_store
 log = logging.getLogger("jedictl.pilot")
 #: The longest the payload's own end may go unnoticed while a kill or a walltime is awaited.
 WAKE_SECONDS = 0.25
+#: How long a payload that died of a signal waits for the pilot's own handler before it counts as the
+#: payload's failure: a batch system's cancel (scancel, a time limit) signals every process of the batch
+#: job at once, and the payload's end may be seen before the pilot's handler (main thread) has run.
+SIGNAL_SETTLE_SECONDS = 1.0
 
 
 @dataclass
@@ -230,8 +234,19 @@ def _execute(ctx: PilotContext, payload: Mapping[str, Any], control: JobControl,
     job_log("payload ended: exit %s after %.3f s (cpu %.3f s, max RSS %d kB, max PSS %d kB)", process.exit_code, wall,
             peaks.cpu_s, peaks.rss_kb, peaks.pss_kb)
     if failure is None and not control.stopped and process.exit_code != 0:
-        failure = exit_failure(process.exit_code or 0, stderr_tail(workdir))
+        if _signalled(process.exit_code or 0) and ctx.stopping.wait(SIGNAL_SETTLE_SECONDS):
+            # The pilot was signalled too: the same signal killed the payload, and the job's report says
+            # why the pilot stopped (1201 / 1204), not how its payload died.
+            failure = ctx.stop_failure
+            job_log("payload ended by the signal that stops the pilot: %s", failure.diag if failure else "")
+        else:
+            failure = exit_failure(process.exit_code or 0, stderr_tail(workdir))
     return metrics, failure
+
+
+def _signalled(exit_code: int) -> bool:
+    """Killed by a signal (-N), or a shell's report of a child killed by one (128 + N)."""
+    return exit_code < 0 or exit_code > 128
 
 
 def _grace(configured: float, failure: Failure | None) -> float:
