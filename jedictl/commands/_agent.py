@@ -93,11 +93,34 @@ def emit_report(app: AppContext, report: Any, duration: float | None = None) -> 
         return
     counts = ", ".join(f"{key} {value}" for key, value in data.items() if key not in ("pass", "items")) or "nothing to do"
     app.note(f"{report.name}: {counts}")
-    items = data["items"]
-    if app.quiet:  # cron: only what went wrong, so that mail means something
-        items = [item for item in items if item.get("outcome") == "error"]
+    tell_errors(app, report)
+    # What went wrong is on stderr (above); stdout keeps the results. Cron (-q): only what went wrong.
+    items = [] if app.quiet else [item for item in data["items"] if item.get("outcome") != "error"]
     if items and (app.verbose or app.output == "tsv" or any(item.get("reason") for item in items)):
         app.emit(items)
+
+
+#: The item fields that name what an error item is about, in the order they are told.
+_SUBJECTS = (("task_id", "task"), ("job_id", "job"), ("site", "site"), ("pilot_id", "pilot"), ("action", "action"))
+
+
+def tell_errors(app: AppContext, report: Any) -> None:
+    """One line on stderr per error of a pass, naming the pass and the object; at -vv each error's
+    traceback (with the SQL statement of a store error) before them."""
+    import sys
+    import traceback
+
+    from jedictl.commands._common import one_line
+
+    if app.verbose >= 2:
+        for failure in getattr(report, "failures", ()):
+            traceback.print_exception(failure, file=sys.stderr)
+    for item in report.items:
+        if item.get("outcome") != "error":
+            continue
+        subject = " ".join(f"{word} {item[key]}" for key, word in _SUBJECTS if item.get(key) is not None)
+        where = f"{report.name}: {subject}" if subject else report.name
+        typer.echo(one_line(f"jedictl: error: {where}: {item.get('reason') or 'failed'}"), err=True)
 
 
 def log_line(app: AppContext, record: dict[str, Any]) -> None:
