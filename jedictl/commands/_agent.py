@@ -16,6 +16,7 @@ def run_passes(app: AppContext, run_once: Callable[[], Any], loop: float | None)
     """Run `run_once` (returns a PassReport) once or every `loop` seconds; exit 1 if a pass met errors."""
     from jedictl.engine.agent import ending_leases
 
+    check_metrics_file(app)
     errors = 0
     with stoppable(app):
         while True:
@@ -69,17 +70,43 @@ def record_passes(app: AppContext, passes: Iterable[tuple[Any, float]]) -> int:
         figures.append((report, duration, time.time()))
     if app.settings.metrics_file:
         from jedictl.engine.views.metrics import PassFigures, status_counts, write_metrics
+        from jedictl.errors import JedictlError
 
         tasks, jobs = status_counts(app.store())
-        write_metrics(app.settings.metrics_file,
-                      [PassFigures(report.name, duration, {k: v for k, v in report.counts.items() if isinstance(v, int)}, report.errors, ended)
-                       for report, duration, ended in figures], tasks, jobs)
+        try:
+            write_metrics(app.settings.metrics_file,
+                          [PassFigures(report.name, duration, {k: v for k, v in report.counts.items() if isinstance(v, int)}, report.errors, ended)
+                           for report, duration, ended in figures], tasks, jobs)
+        except OSError as exc:  # checked before the passes; the disk or the directory changed since
+            raise JedictlError(f"{metrics_file_name(app)}: cannot write {app.settings.metrics_file}: {exc.strerror or exc}") from exc
     if structured:
         if len(figures) == 1:
             app.emit(figures[0][0].as_dict())
         else:
             app.emit({"passes": [report.as_dict() | {"duration_s": round(duration, 3)} for report, duration, _ in figures]})
     return errors
+
+
+def check_metrics_file(app: AppContext, flag: bool = False) -> None:
+    """Refuse a metrics file that cannot be written before any pass runs (exit 2, nothing written);
+    `flag`: it was given as --metrics-file."""
+    path = app.settings.metrics_file
+    if not path:
+        return
+    from jedictl.engine.views.metrics import path_problem
+    from jedictl.errors import BadInput
+
+    problem = path_problem(path)
+    if problem:
+        raise BadInput(problem, "--metrics-file" if flag else metrics_file_name(app))
+
+
+def metrics_file_name(app: AppContext) -> str:
+    """Where the metrics file was named: the option, the environment variable or the setting."""
+    source = app.loaded.sources.get("metrics_file", "")
+    if source.startswith("env "):
+        return source.removeprefix("env ")
+    return "--metrics-file" if source in ("flag", "") else "metrics_file"
 
 
 def emit_report(app: AppContext, report: Any, duration: float | None = None) -> None:
