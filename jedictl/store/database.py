@@ -147,6 +147,8 @@ def _missing_permission(path: Path | None, message: str) -> str:
     if path is None:
         return message
     directory = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        return "it is a directory, not a file"
     if path.exists() and not os.access(path, os.W_OK):
         return "no write permission on the file"
     if not os.access(directory, os.W_OK):

@@ -50,6 +50,7 @@ def test_bad_agent_names_and_options_are_refused_without_touching_the_store(cli,
     ("/nonexistent/dir/m.prom", "directory /nonexistent/dir does not exist"),
     ("{tmp}", "{tmp} is a directory; name the file to write in it (e.g. {tmp}/jedictl.prom)"),
     ("{tmp}/plain/m.prom", "{tmp}/plain is not a directory"),
+    ("{tmp}/new.prom/", "{tmp}/new.prom/ names a directory; name the file to write in it (e.g. {tmp}/new.prom/jedictl.prom)"),
 ])
 def test_a_metrics_file_that_cannot_be_written_is_refused_before_any_pass(cli, store, tmp_path, where, message):
     """Every pass committed, then the write failed as an internal error (FileNotFoundError); given a

@@ -92,8 +92,9 @@ def render(agent_series: Mapping[str, list[str]], tasks: Mapping[str, int], jobs
 def path_problem(path: str) -> str | None:
     """Why the metrics file cannot be written at `path`, or None: asked before any pass runs, so that a
     typo in a cron line is refused (exit 2) instead of every pass committing and the write failing."""
-    if os.path.isdir(path):
-        return f"{path} is a directory; name the file to write in it (e.g. {os.path.join(path, 'jedictl.prom')})"
+    if os.path.isdir(path) or path.endswith(os.sep):
+        what = "is a directory" if os.path.isdir(path) else "names a directory"
+        return f"{path} {what}; name the file to write in it (e.g. {os.path.join(path, 'jedictl.prom')})"
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.exists(directory):
         return f"directory {directory} does not exist"
