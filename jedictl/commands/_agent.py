@@ -66,6 +66,8 @@ def record_passes(app: AppContext, passes: Iterable[tuple[Any, float]]) -> int:
     for report, duration in passes:
         if not structured:
             emit_report(app, report, duration)
+        elif app.settings.log_format != "json":
+            tell_errors(app, report)  # the results are for programs; what went wrong is still told
         errors += report.errors
         figures.append((report, duration, time.time()))
     if app.settings.metrics_file:
