@@ -261,10 +261,12 @@ def error_funnel(ctx: typer.Context) -> Iterator[None]:
         os.dup2(devnull, sys.stdout.fileno())
         raise typer.Exit(141) from None
     except Exception as exc:  # noqa: BLE001 - the funnel is the last line of defence
-        if ctx.meta.get(VERBOSE_KEY, _env_verbose()) >= 2:
+        traced = ctx.meta.get(VERBOSE_KEY, _env_verbose()) >= 2
+        if traced:
             traceback.print_exc(file=sys.stderr)
         message = one_line(mask_url(str(exc).splitlines()[0] if str(exc) else type(exc).__name__))
-        typer.echo(f"jedictl: internal error: {type(exc).__name__}: {message} (run with -vv for the traceback)", err=True)
+        hint = "" if traced else " (run with -vv for the traceback)"
+        typer.echo(f"jedictl: internal error: {type(exc).__name__}: {message}{hint}", err=True)
         raise typer.Exit(1) from None
 
 

@@ -16,6 +16,7 @@ from tests.fuzz.conftest import DS_IN, SEED_TASK
 from tests.fuzz.strategies import broken_documents, serialise, task_specs
 from tests.fuzz.support import assert_no_crash, assert_one_error_line, changed_tables, dump, fuzz, invoke
 from tests.fuzz.test_fuzz_catalogs import SITES_EXAMPLE, resource_catalogs
+from tests.fuzz.test_fuzz_errors import GLOBAL_OPTIONS, REFERENCE_COMMANDS, REFERENCES
 from tests.fuzz.test_fuzz_job_reports import report_line
 from tests.fuzz.test_fuzz_task_specs import KNOWN_DOCUMENTS
 
@@ -89,3 +90,20 @@ def test_job_reports_on_postgres(dispatched_pg, data):
     assert_no_crash(invoke(["jobs", "report", "-", "--db", url], input="\n".join(lines) + "\n"), codes=(0, 1, 2))
     assert_no_crash(invoke(["run", "--seed", "1", "--db", url]), codes=(0, 1))
     assert_no_crash(invoke(["check", "--db", url]), codes=(0,))
+
+
+@fuzz(20)
+@given(command=st.sampled_from(REFERENCE_COMMANDS), reference=st.sampled_from(REFERENCES),
+       option=st.sampled_from([[], *GLOBAL_OPTIONS]), at=st.integers(0, 4))
+def test_references_and_global_options_on_postgres(seeded_pg, command, reference, option, at):
+    """Ids past INTEGER and BIGINT (NumericValueOutOfRange on PostgreSQL, where SQLite would take them),
+    with a global option, right or wrong, anywhere on the line."""
+    argv = [*command, reference]
+    argv[min(at, len(argv)):min(at, len(argv))] = option
+    before = dump(seeded_pg)
+    outcome = invoke(argv, env={"JEDICTL_DB": seeded_pg})
+    assert "internal error" not in outcome.stderr and outcome.exit_code in (0, 1, 2, 3), outcome
+    if outcome.exit_code in (2, 3):
+        if "Traceback" not in outcome.stderr:
+            assert_one_error_line(outcome)
+        assert changed_tables(before, dump(seeded_pg)) == [], outcome
