@@ -114,7 +114,10 @@ def _table(rows: list[Row], columns: Sequence[str] | None, stream: TextIO, title
             table.add_column(name, overflow="fold")
         for line in cells:
             table.add_row(*line)
-        Console(file=stream).print(table)
+        # NO_COLOR (no-color.org): no escape sequences at all; rich alone would still write bold.
+        import os
+
+        Console(file=stream, color_system=None if os.environ.get("NO_COLOR") else "auto").print(table)
         return
     from tabulate import tabulate
 

@@ -170,14 +170,14 @@ def progress(app: AppContext) -> Iterator[None]:
     if app.quiet or not sys.stderr.isatty() or app.output != "table" or app.settings.log_format != "text":
         yield
         return
-    from rich.console import Console
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+    from jedictl.commands._help import console
     from jedictl.engine.agent import watching
 
     bars: dict[int, Any] = {}
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TextColumn("{task.completed} done"), TimeElapsedColumn(),
-                  console=Console(stderr=True), transient=True) as display:
+                  console=console(stderr=True), transient=True) as display:
         def seen(report: Any, outcome: str) -> None:
             bar = bars.get(id(report))
             if bar is None:

@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterator, Sequence
 import typer
 import typer.core
 
+from jedictl.commands._help import HelpMixin
 from jedictl.commands._common import VERBOSE_KEY, _env_verbose, error_funnel, given_options, global_params
 
 
@@ -40,8 +41,8 @@ def _with_globals(params: list[Any] | None, callback: Callable[..., Any] | None)
     return [*(params or []), *shared], call, names
 
 
-class Command(typer.core.TyperCommand):
-    """A command that also takes the global options."""
+class Command(HelpMixin, typer.core.TyperCommand):
+    """A command that also takes the global options (and jedictl's help: `_help.HelpMixin`)."""
 
     def __init__(self, *args: Any, params: list[Any] | None = None, callback: Callable[..., Any] | None = None, **kwargs: Any) -> None:
         params, callback, self.global_names = _with_globals(params, callback)
@@ -53,8 +54,8 @@ class Command(typer.core.TyperCommand):
         return super().invoke(ctx)
 
 
-class Group(typer.core.TyperGroup):
-    """A group that also takes the global options (`jedictl task --db X list`)."""
+class Group(HelpMixin, typer.core.TyperGroup):
+    """A group that also takes the global options (`jedictl task --db X list`) (and jedictl's help)."""
 
     def __init__(self, *args: Any, params: list[Any] | None = None, callback: Callable[..., Any] | None = None, **kwargs: Any) -> None:
         params, callback, self.global_names = _with_globals(params, callback)

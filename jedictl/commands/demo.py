@@ -99,10 +99,11 @@ class _Display:
         self.tasks, self.app = tasks, app
         self.live = None
         if live:
-            from rich.console import Console
             from rich.live import Live
 
-            self.live = Live(console=Console(stderr=True), refresh_per_second=8, transient=False, vertical_overflow="visible")
+            from jedictl.commands._help import console
+
+            self.live = Live(console=console(stderr=True), refresh_per_second=8, transient=False, vertical_overflow="visible")
 
     def __enter__(self) -> _Display:
         if self.live is not None:

@@ -98,7 +98,7 @@ def _process(args: list[str]) -> subprocess.CompletedProcess:
 def test_usage_errors_in_a_pipe_and_on_a_terminal(tmp_path):
     """A real process: piped, and with stderr on a terminal (where Typer drew its box in colour)."""
     piped = _process(["jobs", "show"])
-    assert piped.returncode == 2 and piped.stderr == "jedictl: error: JOB: missing argument\nusage: jedictl jobs show [OPTIONS] {JOB}\n"
+    assert piped.returncode == 2 and piped.stderr == "jedictl: error: JOB: missing argument\nusage: jedictl jobs show [OPTIONS] JOB\n"  # the usage form of --help and the man page
     import pty
 
     leader, follower = pty.openpty()
