@@ -293,3 +293,24 @@ def read_source(source: str) -> tuple[str, str]:
             return handle.read(), source
     except (OSError, UnicodeDecodeError) as exc:
         raise BadInput(f"cannot read the file ({getattr(exc, 'strerror', None) or exc})", source) from exc
+
+
+@contextmanager
+def read_lines(source: str) -> Iterator[tuple[Iterator[bytes], str]]:
+    """The lines of FILE or of stdin for "-" as they are read (bytes, each ending at \\n: JSON Lines),
+    and the name to use in messages -- for inputs too large to hold at once."""
+    from jedictl.errors import BadInput
+
+    if source == "-":
+        stream = getattr(sys.stdin, "buffer", None)
+        if stream is None:  # a text-only stdin (an embedding caller): its text, split as JSON Lines are
+            yield iter([line.encode("utf-8") for line in sys.stdin.read().split("\n")]), "stdin"
+        else:
+            yield iter(stream), "stdin"
+        return
+    try:
+        handle = open(source, "rb")
+    except OSError as exc:
+        raise BadInput(f"cannot read the file ({getattr(exc, 'strerror', None) or exc})", source) from exc
+    with handle:
+        yield iter(handle), source

@@ -86,13 +86,18 @@ def leased_pass(
     lease_seconds: float,
     limit: int,
     claim_batch: int,
+    handle_batch: Callable[[list[int]], dict[int, tuple[str, str | None]]] | None = None,
 ) -> PassReport:
     """Claim tasks matching `candidates` in batches and call `handle(task_id) -> (outcome, reason)`.
 
     `candidates` and `order_by` are a task filter and an order the store names (store.task_leases,
     store.completion.candidates); the pass hands them to the store's claim without reading them. Each
     batch is claimed from the pass's current moment (`PassClock`): a batch claimed late in a long pass
-    holds its leases for `lease_seconds` from then, not from the pass's start."""
+    holds its leases for `lease_seconds` from then, not from the pass's start.
+
+    `handle_batch(ids) -> {task_id: (outcome, reason)}`, if given, first takes the whole claimed batch
+    (finalize: many tasks in one transaction); the tasks it leaves out, or all of them if it fails,
+    go through `handle` one by one."""
     budget = limit
     seen: set[int] = set()
     clock = PassClock(now)
@@ -103,7 +108,15 @@ def leased_pass(
             break
         budget -= len(ids)
         seen.update(ids)
-        for task_id in ids:
+        done: dict[int, tuple[str, str | None]] = {}
+        if handle_batch is not None:
+            try:
+                done = handle_batch(ids)
+            except Exception:  # noqa: BLE001 - rolled back: every task goes the one-task way, which reports its fault
+                done = {}
+        for task_id, (outcome, reason) in done.items():
+            report.add(outcome, task_id=task_id, reason=reason)
+        for task_id in (i for i in ids if i not in done):
             try:
                 outcome, reason = handle(task_id)
                 report.add(outcome, task_id=task_id, reason=reason)
