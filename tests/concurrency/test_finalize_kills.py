@@ -56,13 +56,21 @@ def _setup(cli, store, tmp_path) -> dict[str, list[int]]:
         made = cli.json("generate", "--seed", str(seed), "--no-throttle", "--now", NOW, db=store)["jobs"]
         if not cli.json("simulate", "--seed", str(seed), "--failure-rate", "1", "--now", NOW, db=store)["jobs"] and not made:
             break
-    for n in range(5):
-        kinds["done"].append(submit(cli, store, f"scouts.{n}"))
-    # waitInput: an unknown input makes the task wait (and exhaust) instead of breaking it at once
-    kinds["exhausted"].append(submit(cli, store, "never.fed", jobParameters=WAITS_FOR_INPUT, waitInput=True, **SKIP_SCOUTS))
-    to_ready(cli, store)
-    cli("generate", "--seed", "9", "--no-throttle", "--now", NOW, db=store)
-    cli("simulate", "--seed", "9", "--failure-rate", "0", "--now", NOW, db=store)
+    # The "done" tasks get their 10 scouts each here, in two batches: with nothing running, the grid's two
+    # single-core candidate sites queue 20 jobs each (brokerage.queue_limit_site), 40 in all. Five tasks
+    # in one pass would leave the last `pending` ("candidates became full"), and only a watch pass could
+    # bring it back -- but the rounds below kill watch, on a loaded machine every time, before it gets
+    # there, and the first normal watch (day 8) finds it pending for 7 days: exhausted, then failed.
+    for batch, names in ((8, ("scouts.0", "scouts.1", "scouts.2")), (9, ("scouts.3", "scouts.4"))):
+        kinds["done"].extend(submit(cli, store, name) for name in names)
+        if batch == 9:  # waitInput: an unknown input makes the task wait (and exhaust) instead of breaking it at once
+            kinds["exhausted"].append(submit(cli, store, "never.fed", jobParameters=WAITS_FOR_INPUT, waitInput=True, **SKIP_SCOUTS))
+        to_ready(cli, store)
+        cli("generate", "--seed", str(batch), "--no-throttle", "--now", NOW, db=store)
+        cli("simulate", "--seed", str(batch), "--failure-rate", "0", "--now", NOW, db=store)
+    # The set-up itself, checked: every "done" task ran its scouts (none left pending for a watch pass).
+    assert {task_id: task_row(store, task_id).status for task_id in kinds["done"]} == dict.fromkeys(kinds["done"], "scouting")
+    assert task_row(store, kinds["exhausted"][0]).status == "pending"
     return kinds
 
 
