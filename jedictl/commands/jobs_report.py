@@ -6,7 +6,7 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from jedictl.commands._common import context, read_source
+from jedictl.commands._common import AppContext, context, read_source
 
 
 def report(
@@ -46,7 +46,7 @@ def report(
 
 def heartbeat(
     ctx: typer.Context,
-    job_ids: Annotated[Optional[List[int]], typer.Argument(metavar="[JOB]...", help="Job ids (or use --from).", show_default=False)] = None,
+    job_ids: Annotated[Optional[List[str]], typer.Argument(metavar="[JOB]...", help="Job ids (4711) or TASK.INDEX (12.3), or use --from.", show_default=False)] = None,
     status: Annotated[str, typer.Option("--status", help="What the jobs are doing: starting, running, holding, transferring.")] = "running",
     attempt: Annotated[Optional[int], typer.Option("--attempt", help="The attempt the executor runs (checked).")] = None,
     source: Annotated[Optional[str], typer.Option("--from", metavar="FILE|-", help="Heartbeats as JSON lines {job_id, status, attempt_nr}.")] = None,
@@ -70,7 +70,8 @@ def heartbeat(
         if refused:
             raise BadInput(refused[0].reason, name)
     elif job_ids:
-        beats = [parse_heartbeat({"job_id": job_id, "status": status, "attempt_nr": attempt}, None) for job_id in job_ids]
+        ids = _job_ids(app, job_ids)
+        beats = [parse_heartbeat({"job_id": job_id, "status": status, "attempt_nr": attempt}, None) for job_id in ids]
     else:
         raise BadInput("name the jobs (JOB... or --from FILE)", "JOB")
     if not beats:
@@ -81,7 +82,7 @@ def heartbeat(
 
 def kill(
     ctx: typer.Context,
-    job_ids: Annotated[Optional[List[int]], typer.Argument(metavar="[JOB]...", help="Job ids to kill.", show_default=False)] = None,
+    job_ids: Annotated[Optional[List[str]], typer.Argument(metavar="[JOB]...", help="Jobs to kill: ids (4711) or TASK.INDEX (12.3).", show_default=False)] = None,
     task_id: Annotated[Optional[int], typer.Option("--task", help="Kill every unfinished job of this task.")] = None,
     code: Annotated[Optional[int], typer.Option("--code", help="PanDA kill code (2 expire, 3 abort, 9 force, 51 reassign, ...); default: killed by a person.")] = None,
 ) -> None:
@@ -98,8 +99,8 @@ def kill(
 
     if not job_ids and task_id is None:
         raise BadInput("name the jobs (JOB... or --task ID)", "JOB")
+    ids = _job_ids(app, job_ids or [])
     store = app.store()
-    ids = list(job_ids or [])
     if task_id is not None:
         with store.read() as conn:
             ids += job_store.unfinished_job_ids(conn, task_id)
@@ -107,3 +108,14 @@ def kill(
     app.emit([r.as_item() for r in results], columns=["job_id", "outcome", "status", "reason"])
     if any(r.outcome == "refused" for r in results):
         raise typer.Exit(1)
+
+
+def _job_ids(app: AppContext, texts: List[str]) -> list[int]:
+    """The ids of JOB arguments: ids as given, TASK.INDEX (12.3) looked up as `jobs show` does."""
+    from jedictl.engine.views.jobs import parse_job_refs, resolve_job_ids
+
+    references = parse_job_refs(texts)  # malformed: exit 2 before the store is opened
+    if all(reference.job_id is not None for reference in references):
+        return [reference.job_id for reference in references]
+    with app.store().read() as conn:
+        return resolve_job_ids(conn, references)

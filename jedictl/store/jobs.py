@@ -176,6 +176,11 @@ def get_job(conn: Connection, job_id: int | None = None, task_id: int | None = N
     return conn.execute(select(jobs).where(jobs.c.task_id == task_id, jobs.c.task_job_index == index)).first()
 
 
+def job_id_at(conn: Connection, task_id: int, index: int) -> int | None:
+    """The id of job INDEX of a task (`12.3`), or None."""
+    return conn.execute(select(jobs.c.id).where(jobs.c.task_id == task_id, jobs.c.task_job_index == index)).scalar()
+
+
 def files_of_job(conn: Connection, job_id: int) -> list[Row]:
     return list(conn.execute(select(job_files).where(job_files.c.job_id == job_id).order_by(job_files.c.id)))
 

@@ -244,6 +244,25 @@ def test_kill_a_whole_task(cli, store, tmp_path):
     _consistent(store)
 
 
+def test_heartbeat_and_kill_take_task_index_as_jobs_show_does(cli, store, tmp_path):
+    """`jobs heartbeat 1.2` and `jobs kill 1.2`: the README's job reference works for every JOB argument."""
+    task_id = _task(cli, store, tmp_path)
+    jobs_by_index = {j["task_job"]: j["job_id"] for j in cli.json("jobs", "list", "--task", str(task_id), db=store)}
+    site = cli.json("jobs", "show", f"{task_id}.2", db=store)["site"]
+    cli("jobs", "dispatch", "--site", site, "--task", str(task_id), "--count", "1", db=store)
+    sent = [j for j in cli.json("jobs", "list", "--task", str(task_id), "--status", "sent", db=store)]
+    ref = sent[0]["task_job"]
+    beat = cli.json("jobs", "heartbeat", ref, "--status", "running", db=store)
+    assert [b["job_id"] for b in beat] == [jobs_by_index[ref]] and beat[0]["status"] == "running"
+    killed = cli.json("jobs", "kill", ref, db=store)
+    assert [(k["job_id"], k["outcome"]) for k in killed] == [(jobs_by_index[ref], "tobekilled")]
+    queued = [ref for ref in jobs_by_index if ref not in {j["task_job"] for j in sent}][0]
+    assert cli.json("jobs", "kill", queued, str(jobs_by_index[ref]), db=store)[0]["outcome"] == "killed"
+    assert cli("jobs", "kill", f"{task_id}.999", db=store, code=2).stderr.strip() == f"jedictl: error: job {task_id}.999 does not exist"
+    assert cli("jobs", "heartbeat", f"{task_id}.0", db=store, code=2).stderr.startswith("jedictl: error: JOB: job index must be at least 1")
+    assert "JOB: must be a job id" in cli("jobs", "kill", "x.y", db=store, code=2).stderr
+
+
 RULES = """
 - {error_source: pilot, error_code: 1212, action: increase_memory}
 - {error_source: pilot, error_code: 1099, action: no_retry}

@@ -43,6 +43,27 @@ def _bounded(value: int, highest: int, what: str) -> int:
     return value
 
 
+def parse_job_refs(texts: Any) -> list[JobRef]:
+    """Every JOB argument of a command (ids or TASK.INDEX), checked before the store is opened."""
+    return [parse_job_ref(text) for text in texts]
+
+
+def resolve_job_ids(conn: Any, references: Any) -> list[int]:
+    """The job ids of `references`, in order: ids as given, TASK.INDEX looked up (NotFound when no job
+    has that index, so a typo never acts on nothing in silence). An unknown plain id is kept: the
+    command reports it per job, as it always has."""
+    ids = []
+    for reference in references:
+        if reference.job_id is not None:
+            ids.append(reference.job_id)
+            continue
+        job_id = job_store.job_id_at(conn, reference.task_id, reference.index)
+        if job_id is None:
+            raise NotFound(f"job {reference} does not exist")
+        ids.append(job_id)
+    return ids
+
+
 def job_summary(row: Any) -> dict[str, Any]:
     return {"job_id": row.id, "task_job": f"{row.task_id}.{row.task_job_index}", "task_id": row.task_id, "status": row.status,
             "site": row.site, "priority": row.current_priority, "attempt_nr": row.attempt_nr, "cores": row.core_count,
