@@ -76,10 +76,19 @@ def job_details(conn: Any, reference: JobRef) -> dict[str, Any]:
         raise NotFound(f"job {reference} does not exist")
     details = {**job_summary(row), **{key: getattr(row, key) for key in (
         "sub_status", "max_attempt", "assigned_priority", "cloud", "nucleus", "work_queue", "gshare", "resource_type",
-        "transformation", "job_parameters", "max_walltime", "max_disk_count", "executor", "error_source", "error_code", "error_diag",
-        "wall_time", "cpu_time", "max_pss", "n_events", "created_at", "state_changed_at", "dispatched_at", "started_at", "ended_at",
-        "heartbeat_at")}}
-    details["files"] = [{"type": f.type, "lfn": f.lfn, "dataset_id": f.dataset_id, "file_id": f.file_id, "attempt_nr": f.attempt_nr,
-                         "status": f.status, "size": f.size, "destination": f.destination}
-                        for f in job_store.files_of_job(conn, row.id)]
+        "prod_source_label", "processing_type", "transformation", "job_parameters", "architecture", "container_name", "max_walltime",
+        "max_disk_count", "executor", "command_to_pilot", "trans_exit_code", "error_source", "error_code", "error_diag", "wall_time",
+        "cpu_time", "max_pss", "max_rss", "n_events", "output_bytes", "created_at", "state_changed_at", "dispatched_at", "started_at",
+        "ended_at", "heartbeat_at")}}
+    details["files"] = [job_file(f, row.id) for f in job_store.files_of_job(conn, row.id)]
     return details
+
+
+def job_file(f: Any, job_id: int) -> dict[str, Any]:
+    """One file of a job as it is now (status, attempt, size, checksum of its record), with the attempt
+    the job was given (`job_attempt_nr`) and, for an input the job no longer holds (it was retried),
+    the job that holds it now (`now_in_job`)."""
+    moved_on = f.type in ("input", "pseudo_input") and f.record_job_id is not None and f.record_job_id != job_id
+    return {"type": f.type, "lfn": f.lfn, "status": f.status, "attempt_nr": f.attempt_nr, "job_attempt_nr": f.job_attempt_nr,
+            "size": f.size, "checksum": f.checksum, "guid": f.guid, "scope": f.scope, "dataset": f.dataset, "dataset_id": f.dataset_id,
+            "file_id": f.file_id, "destination": f.destination, "now_in_job": f.record_job_id if moved_on else None}
