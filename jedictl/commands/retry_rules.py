@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Annotated, Any, List, Optional
 import typer
 
 from jedictl.commands._app import App
-from jedictl.commands._common import context, read_source
+from jedictl.commands._common import ColumnsOpt, WideOpt, context, read_source
+from jedictl.output import View
 
 if TYPE_CHECKING:
     from jedictl.engine.jobs.retry_rules import RetryRule
@@ -17,6 +18,7 @@ app = App(help="Retry rules: what to do when a job fails with a given error (Pan
 
 RULE_COLUMNS = ["id", "error_source", "error_code", "message_pattern", "action", "parameters", "scope", "active",
                 "expires_at", "description"]
+LIST_VIEW = View(tuple(RULE_COLUMNS), keep=5)
 
 
 def rule_row(rule: RetryRule) -> dict[str, Any]:
@@ -55,6 +57,8 @@ def list_(
     source: Annotated[Optional[str], typer.Option("--source", help="Only rules for this error source (pilot finds pilotErrorCode too).")] = None,
     code: Annotated[Optional[int], typer.Option("--code", help="Only rules for this error code.")] = None,
     action: Annotated[Optional[str], typer.Option("--action", help="Only rules with this action.")] = None,
+    columns: ColumnsOpt = None,
+    wide: WideOpt = False,
 ) -> None:
     """List the stored rules, expired ones included, by id."""
     app_ctx = context(ctx)
@@ -62,7 +66,7 @@ def list_(
 
     with app_ctx.store().read() as conn:
         rules = rule_store.list_rules(conn, source=source, code=code, action=action)
-    app_ctx.emit([rule_row(rule) for rule in rules], columns=RULE_COLUMNS)
+    app_ctx.emit([rule_row(rule) for rule in rules], LIST_VIEW, pick=columns, wide=wide)
 
 
 @app.command("remove")

@@ -32,3 +32,16 @@ def test_show_lists_each_file_as_it_is_now_and_the_job_s_outcome(cli, store, tmp
     assert cli.json("jobs", "show", str(running["job_id"]), db=store)["command_to_pilot"] == "tobekilled"
     table = cli("jobs", "show", str(failed["job_id"]), db=store).stdout
     assert "trans_exit_code" in table and "segfault in payload" in table and "max_rss" in table
+
+
+def test_list_at_80_columns_is_one_line_per_job(cli, store, tmp_path):
+    from rich.cells import cell_len
+
+    _task(cli, store, tmp_path)
+    env = {"TTY_COMPATIBLE": "1", "COLUMNS": "80"}
+    lines = cli("jobs", "list", "--limit", "5", db=store, env=env).stdout.splitlines()
+    assert len(lines) == 2 + 5 and all(cell_len(line) <= 80 for line in lines)
+    assert lines[0].split()[:4] == ["job_id", "task_job", "status", "site"]
+    picked = cli("jobs", "list", "--limit", "1", "--columns", "task_job,kind,scout", db=store, env=env).stdout.splitlines()
+    assert picked[0].split() == ["task_job", "kind", "scout"] and picked[2].split()[1:] == ["normal", "false"]
+    assert "kind" in cli("jobs", "list", "--limit", "1", "--wide", db=store).stdout.splitlines()[0].split()
