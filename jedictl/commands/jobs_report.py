@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Annotated, List, Optional
 
 import typer
@@ -30,17 +31,18 @@ def report(
     from jedictl.errors import BadInput
 
     text, name = read_source(source)
+    started = time.monotonic()
     reports, refused = parse_reports(text)
     if not reports and not refused:
         raise BadInput("holds no reports", name)
     results = ingest_reports(app.store(), reports, app.settings, app.clock.now()) if reports else []
     summary = PassReport("report")
-    items = [r.as_item() for r in results] + [{"line": r.line, "job_id": r.job_id, "outcome": "refused", "status": None, "reason": r.reason}
-                                              for r in refused]
+    items = [r.as_item() for r in results] + [{"line": r.line, "job_id": r.job_id, "outcome": "refused", "status": None, "reason": r.reason,
+                                               "retry": None} for r in refused]
     for item in sorted(items, key=lambda i: i["line"]):
         summary.add(item.pop("outcome"), **item)
-    emit_report(app, summary)
-    if summary.counts.get("refused"):
+    emit_report(app, summary, time.monotonic() - started, every_item=True)
+    if summary.errors:
         raise typer.Exit(1)
 
 
@@ -58,6 +60,8 @@ def heartbeat(
     does not go back to running).
     """
     app = context(ctx)
+    from jedictl.commands._agent import emit_report
+    from jedictl.engine.agent import PassReport
     from jedictl.engine.jobs.outcomes import take_heartbeats
     from jedictl.engine.jobs.reports import parse_heartbeat, parse_heartbeats
     from jedictl.errors import BadInput
@@ -76,8 +80,12 @@ def heartbeat(
         raise BadInput("name the jobs (JOB... or --from FILE)", "JOB")
     if not beats:
         raise BadInput("holds no heartbeats", "--from")
+    started = time.monotonic()
     replies = take_heartbeats(app.store(), beats, app.clock.now(), app.settings.report.batch_size)
-    app.emit([r.as_item() for r in replies], columns=["job_id", "status", "command", "reason"])
+    summary = PassReport("heartbeat")
+    for reply in replies:
+        summary.add(reply.command or "alive", **reply.as_item())
+    emit_report(app, summary, time.monotonic() - started, every_item=True)
 
 
 def kill(
@@ -93,6 +101,8 @@ def kill(
     heartbeat and ends when its executor reports (codes 9, 52 and 99 end it at once).
     """
     app = context(ctx)
+    from jedictl.commands._agent import emit_report
+    from jedictl.engine.agent import PassReport
     from jedictl.engine.jobs.outcomes import kill_jobs
     from jedictl.errors import BadInput
     from jedictl.store import jobs as job_store
@@ -104,9 +114,14 @@ def kill(
     if task_id is not None:
         with store.read() as conn:
             ids += job_store.unfinished_job_ids(conn, task_id)
+    started = time.monotonic()
     results = kill_jobs(store, list(dict.fromkeys(ids)), app.settings, app.clock.now(), code=code)
-    app.emit([r.as_item() for r in results], columns=["job_id", "outcome", "status", "reason"])
-    if any(r.outcome == "refused" for r in results):
+    summary = PassReport("kill")
+    for result in results:
+        item = result.as_item()
+        summary.add(item.pop("outcome"), **item)
+    emit_report(app, summary, time.monotonic() - started, every_item=True)
+    if summary.errors:
         raise typer.Exit(1)
 
 

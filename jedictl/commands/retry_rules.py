@@ -107,15 +107,20 @@ def match(
                     release=release, work_queue=work_queue)
     error = JobError(source, code, diag)
     chosen = select_rule(rules, job, [error], moment)
-    if chosen is None:
-        if app_ctx.output == "table":
-            typer.echo("no rule matches")
-        else:  # scripts get an empty result in their format: null, or a header line for tsv
-            app_ctx.emit([] if app_ctx.output == "tsv" else None, columns=RULE_COLUMNS)  # type: ignore[arg-type]
-        return
-    rule = chosen[0]
-    row = rule_row(rule)
-    row["mode"] = "acts" if rule.active else "passive: reports only"
-    # The other rules that matched too but lost on specificity/strictness: what an operator checks.
-    row["outranked"] = [other.id for other in rules if other is not rule and matches(other, job, error, moment)]
-    app_ctx.emit(row, columns=RULE_COLUMNS + ["mode", "outranked"])
+    rule = chosen[0] if chosen is not None else None
+    answer = {
+        "matched": rule is not None,
+        "rule": rule_row(rule) if rule is not None else None,
+        "mode": None if rule is None else ("acts" if rule.active else "passive: reports only"),
+        # The other rules that matched too but lost on specificity/strictness: what an operator checks.
+        "outranked": [other.id for other in rules if other is not rule and matches(other, job, error, moment)] if rule else [],
+    }
+    if app_ctx.output in ("json", "yaml"):  # one object, the same keys whether a rule matched or not
+        app_ctx.emit(answer)
+    elif app_ctx.output == "tsv":  # the rule as one row, or just the header
+        rows = [{**answer["rule"], "mode": answer["mode"], "outranked": answer["outranked"]}] if rule else []
+        app_ctx.emit(rows, columns=RULE_COLUMNS + ["mode", "outranked"])
+    elif rule is None:
+        typer.echo("no rule matches")
+    else:
+        app_ctx.emit({**answer["rule"], "mode": answer["mode"], "outranked": answer["outranked"]})
