@@ -31,10 +31,13 @@ def test_run_once_runs_every_agent_in_pipeline_order(cli, store, tmp_path):
     result = cli.json("run", "--once", "--seed", "1", db=store)
     assert [p["pass"] for p in result["passes"]] == AGENTS
     by_pass = {p["pass"]: p for p in result["passes"]}
-    assert by_pass["refine"]["defined"] == 2 and by_pass["generate"]["jobs"] > 0
+    assert by_pass["refine"]["counts"]["defined"] == 2 and by_pass["generate"]["counts"]["jobs"] > 0
     assert all(p["duration_s"] >= 0 for p in result["passes"])
     only = cli.json("run", "--agents", "watch,refine", db=store)
     assert [p["pass"] for p in only["passes"]] == ["refine", "watch"]  # pipeline order, whatever the list says
+    one = cli.json("run", "--agents", "watch", db=store)
+    assert list(one) == ["passes"] and [p["pass"] for p in one["passes"]] == ["watch"]  # one shape, however many agents
+    assert all(list(p) == ["pass", "counts", "errors", "duration_s", "items"] for p in result["passes"])
 
 
 def test_bad_agent_names_and_options_are_refused_without_touching_the_store(cli, store, tmp_path):
