@@ -178,4 +178,6 @@ def show(
         data = store_catalog.show_dataset(conn, name, files)
     if "datasets" in data and app_ctx.output == "table":
         data["datasets"] = [{"dataset": d} for d in data["datasets"]]
+    if data.get("files") is None and app_ctx.output == "table":
+        data.pop("files", None)  # not asked for (--files)
     app_ctx.emit(data, SHOW_VIEW, wide=wide)

@@ -28,8 +28,9 @@ def task(
 
     with app_ctx.store().read() as conn:
         report = explain_task(conn, task_id, app_ctx.settings, app_ctx.clock.now(), StoreDataCatalog(conn), seed)
-    if app_ctx.output == "table":
-        report = {**report, "throttle": _flat(report.get("throttle"))}
+    if app_ctx.output == "table":  # what does not apply to the task is left out of the table
+        report = {key: value for key, value in {**report, "throttle": _flat(report.get("throttle"))}.items()
+                  if value is not None or key not in ("nucleus_brokerage", "throttle", "brokerage")}
     app_ctx.emit(report, wide=wide)
 
 
