@@ -56,8 +56,9 @@ def heartbeat(
     """Tell the store that jobs are alive, and hear back whether to stop them.
 
     The reply per job carries `command`: "tobekilled" when the job was killed (stop it and report
-    failed), "alreadydone" when the job is final. Late heartbeats never undo progress (a holding job
-    does not go back to running).
+    failed), "alreadydone" when the job is final (with -o json, the items of one report:
+    docs/json-output.md). Late heartbeats never undo progress (a holding job does not go back to
+    running).
     """
     app = context(ctx)
     from jedictl.commands._agent import emit_report

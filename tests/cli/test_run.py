@@ -40,6 +40,20 @@ def test_run_once_runs_every_agent_in_pipeline_order(cli, store, tmp_path):
     assert all(list(p) == ["pass", "counts", "errors", "duration_s", "items"] for p in result["passes"])
 
 
+def test_item_tables_go_to_stdout_under_a_heading_naming_their_pass(cli, store, tmp_path):
+    _submit(cli, store, tmp_path)
+    result = cli("run", "--seed", "1", db=store)
+    lines = result.stdout.splitlines()
+    # broker's items carry reasons (the nucleus chosen): its table, headed "broker", is on stdout
+    at = lines.index("broker")
+    assert lines[at + 1].split() == ["outcome", "task_id", "reason"] and "nucleus" in lines[at + 3]
+    assert "broker:" in result.stderr and "broker" not in result.stderr.replace("broker:", "")  # the counts stay on stderr
+    tsv = cli("run", "--seed", "2", "-o", "tsv", db=store).stdout.splitlines()
+    assert tsv[0].split("\t")[:2] == ["pass", "outcome"] and {line.split("\t")[0] for line in tsv[1:]} <= set(AGENTS)
+    # nothing to report is still a table for a script: the header line (it printed nothing at all)
+    assert cli("finalize", "-o", "tsv", "--now", "2020-01-01T00:00:00", db=store).stdout == "pass\toutcome\n"
+
+
 def test_bad_agent_names_and_options_are_refused_without_touching_the_store(cli, store, tmp_path):
     _submit(cli, store, tmp_path)
     before = row_counts(store)
