@@ -368,7 +368,9 @@ class _Tables:
         if title:
             self.stream.write(f"{title}\n")
         split = [[cell.split("\n") for cell in row] for row in cells]
-        widths = [max([cell_len(names[i]) if headers else 0] + [cell_len(line) for row in split for line in row[i]])
+        # As tabulate's "simple" format drew them before (a header gets two spaces of room), so piped
+        # output reads as it always has.
+        widths = [max([cell_len(names[i]) + 2 if headers else 0] + [cell_len(line) for row in split for line in row[i]])
                   for i in range(len(names))]
 
         def line(parts: Sequence[str]) -> str:

@@ -15,7 +15,7 @@ from jedictl.output import View
 app = App(help="Jobs: inspect them; executors pull and report them.", no_args_is_help=True)
 
 LIST_VIEW = View(("job_id", "task_job", "status", "site", "priority", "attempt_nr", "cores", "ram_mb", "modified_at"), keep=3)
-SHOW_VIEW = View(tables={"files": View(("type", "lfn", "status", "attempt_nr", "size", "checksum", "dataset", "now_in_job"), keep=3)})
+SHOW_VIEW = View(tables={"files": View(("type", "lfn", "status", "attempt_nr", "size", "checksum", "dataset"), keep=3)})
 
 
 @app.command("list")
