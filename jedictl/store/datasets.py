@@ -11,8 +11,11 @@ from jedictl.model import DATASET_OUTPUT_TYPES
 from jedictl.store.schema import datasets, job_param_templates, output_templates, task_outputs, tasks
 
 
-def datasets_of(conn: Connection, task_id: int) -> list[Row]:
-    return list(conn.execute(select(datasets).where(datasets.c.task_id == task_id).order_by(datasets.c.id)))
+def datasets_of(conn: Connection, task_id: int, *, lock: bool = False) -> list[Row]:
+    """The task's datasets in id order; `lock`: held until the transaction ends (PostgreSQL row locks,
+    taken in id order like every counter writer; SQLite's write transaction already excludes them)."""
+    query = select(datasets).where(datasets.c.task_id == task_id).order_by(datasets.c.id)
+    return list(conn.execute(query.with_for_update() if lock and conn.dialect.name == "postgresql" else query))
 
 
 def get_dataset(conn: Connection, dataset_id: int) -> Row:

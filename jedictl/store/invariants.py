@@ -19,6 +19,10 @@ from jedictl.store.schema import (
 )
 
 INPUT_TYPES = ("input", "pseudo_input")
+#: Datasets whose records jobs are split over: normal jobs' master inputs, merge jobs' unmerged logs.
+MASTER_TYPES = (*INPUT_TYPES, "trn_log")
+#: Jobs that take master records (merge jobs take unmerged ones).
+SPLIT_KINDS = ("normal", "merge")
 #: Datasets whose records are claimed by jobs: their counters follow the records' statuses.
 CLAIMED_TYPES = ("input", "pseudo_input", "random_seed")
 #: Datasets of the files a task registers in the data catalog.
@@ -109,7 +113,7 @@ def files_in_one_live_job(conn: Connection) -> list[str]:
     rows = conn.execute(
         select(job_files.c.file_id, func.count(func.distinct(job_files.c.job_id)))
         .join(jobs, jobs.c.id == job_files.c.job_id)
-        .where(job_files.c.type.in_(INPUT_TYPES), jobs.c.status.notin_([s.value for s in JOB_FINAL]), jobs.c.kind == "normal",
+        .where(job_files.c.type.in_(INPUT_TYPES), jobs.c.status.notin_([s.value for s in JOB_FINAL]), jobs.c.kind.in_(SPLIT_KINDS),
                job_files.c.dataset_id.in_(select(datasets.c.id).where(datasets.c.master_id.is_(None))))
         .group_by(job_files.c.file_id).having(func.count(func.distinct(job_files.c.job_id)) > 1)
     )
@@ -169,9 +173,10 @@ def retry_history(conn: Connection) -> list[str]:
 
 
 def _master_records() -> Any:
-    """Tracked records of master input datasets (what jobs are split over)."""
+    """Tracked records of master input datasets: what jobs are split over -- the task's master inputs,
+    and the unmerged logs merge jobs are split over (each pre-merge job's log leads its outputs)."""
     return select(files.c.id).join(datasets, datasets.c.id == files.c.dataset_id).where(
-        datasets.c.type.in_(INPUT_TYPES), datasets.c.master_id.is_(None), files.c.keep_track.is_(True))
+        datasets.c.type.in_(MASTER_TYPES), datasets.c.master_id.is_(None), files.c.keep_track.is_(True))
 
 
 def records_of_live_jobs(conn: Connection) -> list[str]:
@@ -192,7 +197,7 @@ def records_of_live_jobs(conn: Connection) -> list[str]:
     strays = conn.execute(
         select(job_files.c.job_id, jobs.c.status.label("job_status"), files.c.id, files.c.task_id, files.c.status, files.c.job_id.label("holder"))
         .join(jobs, jobs.c.id == job_files.c.job_id).join(masters, masters.c.id == job_files.c.file_id).join(files, files.c.id == job_files.c.file_id)
-        .where(jobs.c.kind == "normal", jobs.c.status.notin_(final), job_files.c.type.in_(INPUT_TYPES),
+        .where(jobs.c.kind.in_(SPLIT_KINDS), jobs.c.status.notin_(final), job_files.c.type.in_(INPUT_TYPES),
                ~and_(files.c.status == FileStatus.RUNNING.value, files.c.job_id == job_files.c.job_id))
         .order_by(job_files.c.job_id, files.c.id))
     problems += [f"task {r.task_id} record {r.id} is {r.status} for job {r.holder} but live job {r.job_id} ({r.job_status}) reads it"
@@ -206,7 +211,7 @@ def work_done_once(conn: Connection) -> list[str]:
     masters = _master_records().subquery()
     finished_jobs = (select(job_files.c.file_id, func.count(func.distinct(job_files.c.job_id)).label("n"))
                      .join(jobs, jobs.c.id == job_files.c.job_id).join(masters, masters.c.id == job_files.c.file_id)
-                     .where(jobs.c.status == JobStatus.FINISHED.value, jobs.c.kind == "normal", job_files.c.type.in_(INPUT_TYPES))
+                     .where(jobs.c.status == JobStatus.FINISHED.value, jobs.c.kind.in_(SPLIT_KINDS), job_files.c.type.in_(INPUT_TYPES))
                      .group_by(job_files.c.file_id).subquery())
     rows = conn.execute(
         select(files.c.id, files.c.task_id, files.c.status, func.coalesce(finished_jobs.c.n, 0).label("n"))
@@ -271,7 +276,7 @@ def inputs_of_ended_tasks(conn: Connection) -> list[str]:
                   .join(last_change, last_change.c.id == task_status_history.c.id).subquery())
     attempts_left = (files.c.max_attempt.is_(None) | (files.c.attempt_nr < files.c.max_attempt)) & (
         files.c.max_failure.is_(None) | (files.c.failed_attempt < files.c.max_failure))
-    waiting = files.c.status.in_((FileStatus.PENDING.value, FileStatus.PICKED.value, FileStatus.RUNNING.value)) | (
+    waiting = files.c.status.in_((FileStatus.PENDING.value, FileStatus.PICKED.value, FileStatus.RUNNING.value, FileStatus.MERGING.value)) | (
         (files.c.status == FileStatus.READY.value) & attempts_left)
     masters = _master_records().subquery()
     rows = conn.execute(

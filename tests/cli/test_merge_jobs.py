@@ -140,3 +140,50 @@ def test_a_failed_producer_does_not_let_the_task_end_before_every_unmerged_file_
     cli("finalize", db=store)
     assert cli.json("task", "show", str(task_id), db=store)["status"] == "done"
     assert run_sql(store, check_all) == []
+
+
+def _run_until_quiet(cli, store, first_seed: int) -> None:
+    """generate, dispatch and finish every job, finalize; until nothing is left to dispatch."""
+    for seed in range(first_seed, first_seed + 12):
+        cli("generate", "--seed", str(seed), db=store)
+        dispatched = _dispatch_all(cli, store)
+        if not dispatched:
+            return
+        _report(cli, store, *[_finished(job) for job in dispatched])
+        cli("finalize", db=store)
+
+
+def test_a_merge_task_run_again_by_incexec_does_not_end_before_its_new_merges(cli, store, tmp_path):
+    """Issue 14, found by the chaos test: a mergeOutput task that ended (or was killed) and was sent
+    back by incexec kept its unmerged datasets closed (`done`, `failed`), so "phase complete" skipped
+    the merge master and the task ended while its new merges waited or ran -- their outputs never
+    counted, their inputs left `running`, and a report landing during the final step written over."""
+    task_id = _task(cli, store, tmp_path)
+    _run_until_quiet(cli, store, 1)
+    assert cli.json("task", "show", str(task_id), db=store)["status"] == "done"
+    new_files = tmp_path / "new.yaml"
+    new_files.write_text(json.dumps([{"lfn": f"f.{i:03d}.root", "size": 1_000_000, "events": 100} for i in range(26, 34)]))
+    for args in (("open", "ds.in"), ("add-files", "ds.in", str(new_files)), ("close", "ds.in")):
+        cli("data", *args, db=store)
+    changes = tmp_path / "changes.yaml"
+    changes.write_text("nFilesPerJob: 1\n")
+    cli("task", "incexec", str(task_id), str(changes), db=store)
+    unmerged = run_sql(store, lambda conn: conn.execute(select(datasets.c.type, datasets.c.status).where(
+        datasets.c.task_id == task_id, datasets.c.type.in_(["trn_output", "trn_log"]))).all())
+    assert {status for _, status in unmerged} == {"defined"}  # open again, as they were made
+
+    cli("feed", db=store)
+    cli("generate", "--seed", "20", db=store)
+    producers = _dispatch_all(cli, store)
+    assert len(producers) == 8 and all(j["outputs"][0]["lfn"].startswith("panda.um.") for j in producers)
+    _report(cli, store, *[_finished(job) for job in producers])
+    cli("finalize", db=store)  # eight unmerged files wait for their merges: the task goes on
+    assert cli.json("task", "show", str(task_id), db=store)["status"] == "running"
+    assert run_sql(store, check_all) == []
+
+    _run_until_quiet(cli, store, 21)
+    assert cli.json("task", "show", str(task_id), db=store)["status"] == "done"
+    log_master = run_sql(store, lambda conn: conn.execute(select(datasets).where(datasets.c.task_id == task_id,
+                                                                                 datasets.c.type == "trn_log")).one())
+    assert log_master.n_files_to_be_used == log_master.n_files_finished == 33
+    assert run_sql(store, check_all) == []

@@ -100,6 +100,27 @@ def test_a_record_lost_or_done_twice_is_reported(demo_store):
     assert f"record {lost.id} " not in once  # still in its one finished job: lost, not done twice
 
 
+def test_merge_inputs_lost_or_left_unmerged_are_reported(demo_store):
+    """The unmerged logs merge jobs are split over are master records too: the chaos test's blind spot
+    (issue 14) was a task ending while its merges ran, their inputs left `running` for ever."""
+    from jedictl.store.invariants import inputs_of_ended_tasks, records_of_live_jobs
+    from jedictl.store.schema import datasets, files
+
+    def corrupt(conn):
+        merged = conn.execute(select(files.c.id, files.c.job_id, files.c.task_id).join(datasets, datasets.c.id == files.c.dataset_id)
+                              .where(datasets.c.type == "trn_log", files.c.status == "finished").order_by(files.c.id)).all()
+        lost, unmerged = merged[0], next(row for row in merged if row.job_id != merged[0].job_id)
+        conn.execute(update(files).where(files.c.id == lost.id).values(status="running"))
+        conn.execute(update(files).where(files.c.id == unmerged.id).values(status="merging"))
+        return lost, unmerged
+
+    lost, unmerged = run_sql(demo_store, corrupt)
+    live = "\n".join(run_sql(demo_store, records_of_live_jobs))
+    assert f"record {lost.id} is running but job {lost.job_id} is finished" in live, live
+    ended = "\n".join(run_sql(demo_store, inputs_of_ended_tasks))
+    assert f"task {unmerged.task_id} is done but" in ended and "merging" in ended, ended
+
+
 def test_the_checks_of_issue_14_see_what_they_are_for(demo_store):
     """Each check issue 14 asked for fails on the corruption it is there for: a live job of a task that
     ended, an output name registered by two jobs, an output dropped from the catalog, an input of a done

@@ -297,6 +297,10 @@ def plan_retry(
     for dataset in datasets:
         if dataset.type in (DatasetType.OUTPUT, DatasetType.LOG):
             dataset_deltas.append(DatasetChange(dataset.id, {}, DatasetStatus.DONE))
+        elif dataset.type in (DatasetType.TRN_OUTPUT, DatasetType.TRN_LOG) and dataset.status != DatasetStatus.DEFINED:
+            # The unmerged datasets open again as they were made: a closed merge master (done, or failed
+            # by the kill) is skipped by "phase complete", so the task would end while merges still run.
+            dataset_deltas.append(DatasetChange(dataset.id, {}, DatasetStatus.DEFINED))
     task_values: dict[str, Any] = {"attempt_nr": task_attempt_nr + 1, "started_at": None, "frozen_at": None, "old_status": None}
     if "keep" not in qualifiers and task_priority is not None:
         task_values["current_priority"] = task_priority  # a retried task starts again from its assigned priority

@@ -173,10 +173,12 @@ class TaskFinalizer:
         self.notes.append(f"resource model measured on {len(rows)} finished jobs")
 
     def _prepare(self, task: Any, datasets: list[DatasetRecord]) -> bool:
-        decision = prepare(datasets)
-        if decision.action == "wait":
+        if prepare(datasets).action == "wait":  # seen on a snapshot: waiting is always safe
             return False
         with self.store.begin() as conn:
+            decision = prepare(self._locked(conn))  # the decision that is written is taken on the counters it writes over
+            if decision.action == "wait":
+                return False
             completion.update_datasets(conn, task.id, decision.datasets, self.now)
             if decision.action == "refeed":
                 self._move(conn, task.status, S.DEFINED, decision.reason, error_dialog=decision.reason, frozen_at=None)
@@ -193,15 +195,24 @@ class TaskFinalizer:
             if live:  # killed jobs still on workers: aborted once their executors stopped them
                 self.notes.append(f"{live} killed jobs are still on workers")
                 return False
-        result = final_status(task.status, datasets, parent_status=parent_status, goal=options.goal,
-                              fail_when_goal_unreached=bool(options.fail_when_goal_unreached),
-                              use_exhausted=bool(options.use_exhausted), allow_empty_input=bool(options.allow_empty_input))
+        def decide(records: list[DatasetRecord]) -> Any:
+            return final_status(task.status, records, parent_status=parent_status, goal=options.goal,
+                                fail_when_goal_unreached=bool(options.fail_when_goal_unreached),
+                                use_exhausted=bool(options.use_exhausted), allow_empty_input=bool(options.allow_empty_input))
+
+        result = decide(datasets)
         reason = result.reason or f"{result.completeness:.1f}% of the input processed"
         if result.status in TASK_PARENT_CORRUPTED:
             # Children first, each killed in its own transaction: a pass that dies before the task's
             # final write kills the rest next time (a killed child is no longer a candidate).
             self._kill_children(task.id, result.status)
         with self.store.begin() as conn:
+            # The counters the final status and the dataset statuses are written from, read again under
+            # lock: a job report committed since the snapshot would otherwise be written over.
+            datasets = self._locked(conn)
+            if decide(datasets) != result:
+                self.notes.append("the counters moved while the task was finalized: looking again")
+                return True
             if result.status == S.EXHAUSTED:
                 self._move(conn, task.status, S.EXHAUSTED, result.reason, old_status=None, error_dialog=_dialog(result.reason))
                 self._release(conn)
@@ -256,6 +267,11 @@ class TaskFinalizer:
         if task.lease_owner != self.owner:
             raise LeaseLost(f"task {self.task_id} is no longer leased by {self.owner}")
         return task, [from_row(DatasetRecord, row) for row in self._rows], parent
+
+    def _locked(self, conn: Any) -> list[DatasetRecord]:
+        """The task's datasets read again in the write transaction, locked until it ends."""
+        self._rows = dataset_store.datasets_of(conn, self.task_id, lock=True)
+        return [from_row(DatasetRecord, row) for row in self._rows]
 
     def _move(self, conn: Any, current: str, new: str, reason: str | None, **values: Any) -> None:
         if not task_store.change_status(conn, self.task_id, new, [current], reason, self.owner, self.now, owner=self.owner, **values):

@@ -134,9 +134,10 @@ def masters(datasets: Iterable[DatasetRecord]) -> list[DatasetRecord]:
 
 def phase_complete(datasets: Iterable[DatasetRecord]) -> bool:
     """True when no open master input still has a released file that is not terminal -- including the
-    unmerged log, the master of merge jobs: a mergeOutput task is not complete while merges wait."""
+    unmerged log, the master of merge jobs, whatever its status: a mergeOutput task is not complete
+    while merges wait (a merge master closed by an earlier end of the task does not end its merges)."""
     return not any(d.has_unprocessed for d in datasets
-                   if (d.is_master_input or (d.type == DatasetType.TRN_LOG and d.master_id is None)) and d.status not in _CLOSED_DATASET)
+                   if (d.is_master_input and d.status not in _CLOSED_DATASET) or (d.type == DatasetType.TRN_LOG and d.master_id is None))
 
 
 def avalanche_count(file_counts: Mapping[str, int]) -> int:
