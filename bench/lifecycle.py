@@ -88,7 +88,7 @@ def finalize_run(backend: str, n_tasks: int, workdir: Path) -> dict:
             step(url, *args, "-q", env=ROOMY)
         shares_s, shares_mb, _ = step(url, "queue-shares", "-o", "json")
         seconds, peak, out = step(url, "finalize", "--limit", limit, "-o", "json")
-        done = json.loads(out).get("done", 0)
+        done = json.loads(out)["counts"]["done"]
         assert done == n_tasks, (done, n_tasks)
         ok = consistent(url)
     return {"backend": backend, "tasks": n_tasks, "finalize_s": round(seconds, 2), "tasks_per_s": round(n_tasks / seconds),

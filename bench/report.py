@@ -82,7 +82,7 @@ def run(backend: str, n_jobs: int, workdir: Path) -> dict:
         reports.write_text(report_lines(payloads))
         seconds, mb, out = step(url, "jobs", "report", "-", "-o", "json", stdin_path=reports)
         summary = json.loads(out)
-        assert summary.get("applied") == n_jobs, {k: v for k, v in summary.items() if k != "items"}
+        assert summary["counts"]["applied"] == n_jobs, {k: v for k, v in summary.items() if k != "items"}
         results.update(report_s=round(seconds, 2), reports_per_s=round(n_jobs / seconds), report_peak_mb=mb)
         check = subprocess.run([sys.executable, "-m", "jedictl", "check", "--db", url], capture_output=True, text=True)
         results["check"] = "consistent" if check.returncode == 0 else check.stdout.strip()[:200]

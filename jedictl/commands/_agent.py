@@ -57,14 +57,15 @@ def stoppable(app: AppContext) -> Iterator[None]:
         raise typer.Exit(stop.exit_code) from None
 
 
-def record_passes(app: AppContext, passes: Iterable[tuple[Any, float]]) -> int:
+def record_passes(app: AppContext, passes: Iterable[tuple[Any, float]], *, several: bool = False) -> int:
     """Print each pass's report as it ends, then write the metrics file if configured; returns the
-    errors met. With `-o json|yaml` and several passes, one document lists them all."""
+    errors met. With `-o json|yaml` one document: the report, or with `several` (run) {"passes": [...]}
+    whatever the number of passes; with `-o tsv` one table of every pass's items."""
     figures = []
     errors = 0
     structured = app.output in ("json", "yaml")
     for report, duration in passes:
-        if not structured:
+        if not structured and app.output != "tsv":
             emit_report(app, report, duration)
         elif app.settings.log_format != "json":
             tell_errors(app, report)  # the results are for programs; what went wrong is still told
@@ -82,10 +83,12 @@ def record_passes(app: AppContext, passes: Iterable[tuple[Any, float]]) -> int:
         except OSError as exc:  # checked before the passes; the disk or the directory changed since
             raise JedictlError(f"{metrics_file_name(app)}: cannot write {app.settings.metrics_file}: {exc.strerror or exc}") from exc
     if structured:
-        if len(figures) == 1:
-            app.emit(figures[0][0].as_dict())
-        else:
-            app.emit({"passes": [report.as_dict() | {"duration_s": round(duration, 3)} for report, duration, _ in figures]})
+        reports = [report.as_dict(duration) for report, duration, _ in figures]
+        app.emit({"passes": reports} if several else reports[0])
+    elif app.output == "tsv":
+        for report, duration, _ in figures:
+            _note_counts(app, report)
+        emit_items(app, [report for report, _, _ in figures])
     return errors
 
 
@@ -111,22 +114,44 @@ def metrics_file_name(app: AppContext) -> str:
     return "--metrics-file" if source in ("flag", "") else "metrics_file"
 
 
-def emit_report(app: AppContext, report: Any, duration: float | None = None) -> None:
-    data = report.as_dict()
+def emit_report(app: AppContext, report: Any, duration: float | None = None, *, every_item: bool = False) -> None:
+    """A pass's report for people (or for log shippers with --log-format json): the counts on stderr,
+    and the items on stdout under a heading naming the pass -- those with a reason (all with -v or
+    `every_item`, for commands whose items are the answer: jobs report, kill; with -q only the refused
+    ones). Errors are one line each on stderr (tell_errors)."""
     if app.output in ("json", "yaml"):
-        app.emit(data)
+        app.emit(report.as_dict(duration))
+        return
+    if app.output == "tsv":
+        _note_counts(app, report)
+        emit_items(app, [report])
         return
     if app.settings.log_format == "json":
-        log_line(app, {"event": "pass", "level": "error" if report.errors else "info", **{k: v for k, v in data.items() if k != "items"},
-                       "duration_s": round(duration or 0.0, 3), "items": data["items"] if app.verbose else len(data["items"])})
+        counts = {key: value for key, value in sorted(report.counts.items())}  # the log line keeps only what happened
+        log_line(app, {"event": "pass", "level": "error" if report.errors else "info", "pass": report.name, **counts,
+                       "duration_s": round(duration or 0.0, 3), "items": report.items if app.verbose else len(report.items)})
         return
-    counts = ", ".join(f"{key} {value}" for key, value in data.items() if key not in ("pass", "items")) or "nothing to do"
-    app.note(f"{report.name}: {counts}")
+    _note_counts(app, report)
     tell_errors(app, report)
-    # What went wrong is on stderr (above); stdout keeps the results. Cron (-q): only what went wrong.
-    items = [] if app.quiet else [item for item in data["items"] if item.get("outcome") != "error"]
-    if items and (app.verbose or app.output == "tsv" or any(item.get("reason") for item in items)):
-        app.emit(items)
+    # What went wrong is on stderr (above); stdout keeps the results -- with -q (cron) only the reports
+    # refused, which are an executor's answer, so that mail means something.
+    items = [item for item in report.items if item.get("outcome") != "error"]
+    if app.quiet:
+        items = [item for item in items if item.get("outcome") == "refused"]
+    if items and (app.verbose or every_item or any(item.get("reason") for item in items)):
+        app.emit(items, title=report.name)
+
+
+def _note_counts(app: AppContext, report: Any) -> None:
+    counts = ", ".join(f"{key} {value}" for key, value in sorted(report.counts.items())) or "nothing to do"
+    app.note(f"{report.name}: {counts}")
+
+
+def emit_items(app: AppContext, reports: list[Any]) -> None:
+    """The items of one or more passes as one table (tsv): the pass and the outcome first."""
+    from jedictl.output import View
+
+    app.emit([{"pass": report.name, **item} for report in reports for item in report.items], View(("pass", "outcome")), wide=True)
 
 
 #: The item fields that name what an error item is about, in the order they are told.

@@ -63,6 +63,10 @@ VerboseOpt = Annotated[
     int, typer.Option("--verbose", "-v", count=True, help="More detail; -vv shows tracebacks.", rich_help_panel=GLOBAL_PANEL)
 ]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Print only results and errors.", rich_help_panel=GLOBAL_PANEL)]
+ColumnsOpt = Annotated[
+    Optional[str], typer.Option("--columns", metavar="COLUMNS", help="Table and tsv columns, by name, comma-separated, in this order.", show_default=False)
+]
+WideOpt = Annotated[bool, typer.Option("--wide", help="Every column, wrapped to the terminal's width rather than cut.")]
 SeedOpt = Annotated[
     Optional[int], typer.Option("--seed", help="Seed for the random choices, so a run can be repeated exactly.", show_default=False)
 ]
@@ -143,10 +147,12 @@ class AppContext:
             self._store = open_store(self.settings.db, self.settings.sqlite_busy_timeout_s, check_schema=check_schema)
         return self._store
 
-    def emit(self, data: Any, columns: Sequence[str] | None = None, title: str | None = None) -> None:
-        from jedictl.output import render
+    def emit(self, data: Any, columns: Any = None, title: str | None = None, *, pick: str | None = None, wide: bool = False) -> None:
+        """Print `data` in the chosen format; `columns` is its `output.View` (or a list of columns),
+        `pick` and `wide` the command's `--columns` and `--wide`."""
+        from jedictl.output import Choice, parse_columns, render
 
-        render(data, self.output, columns=columns, title=title)
+        render(data, self.output, view=columns, choice=Choice(parse_columns(pick), wide), title=title)
 
     def note(self, message: str) -> None:
         """A human remark on stderr (never mixed into results on stdout); silent with -q."""

@@ -30,15 +30,22 @@ def check(
     was found (each is printed).
     """
     app = context(ctx)
-    from jedictl.store.invariants import check_all
+    from jedictl.output import View
+    from jedictl.store.invariants import check_violations
 
     with app.store().read() as conn:
-        violations = check_all(conn, dead_owners=tuple(dead_owner or ()), no_live_passes=no_live_passes)
+        violations = check_violations(conn, dead_owners=tuple(dead_owner or ()), no_live_passes=no_live_passes)
     if app.output in ("json", "yaml"):
         app.emit({"ok": not violations, "violations": violations})
-    else:
-        for violation in violations:
-            typer.echo(violation)
-        app.note("check: " + (f"{len(violations)} violations" if violations else "consistent"))
+    elif app.output == "tsv":
+        app.emit(violations, View(VIOLATION_COLUMNS))
+    else:  # the verdict is the result: on stdout, like the violations
+        if violations:
+            app.emit(violations, View(VIOLATION_COLUMNS, keep=3), title=f"check: {len(violations)} violations")
+        elif not app.quiet:
+            typer.echo("check: consistent")
     if violations:
         raise typer.Exit(1)
+
+
+VIOLATION_COLUMNS = ("check", "object", "message")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import typer
 
 from jedictl.commands._app import App
-from jedictl.commands._common import context
+from jedictl.commands._common import ColumnsOpt, WideOpt, context
+from jedictl.output import View
 
 app = App(help="Inspect the configuration.", no_args_is_help=True)
 
@@ -13,6 +14,8 @@ app = App(help="Inspect the configuration.", no_args_is_help=True)
 @app.command("show")
 def show(
     ctx: typer.Context,
+    columns: ColumnsOpt = None,
+    wide: WideOpt = False,
 ) -> None:
     """Print every setting with its value and source (default, file, env or flag); passwords masked."""
     app_ctx = context(ctx)
@@ -25,5 +28,5 @@ def show(
             row["value"] = mask_url(row["value"])
     path = app_ctx.loaded.config_path
     app_ctx.note(f"config file: {path if path else f'none (would be read from {default_config_path()})'}")
-    columns = ["key", "value", "source", "help"] if app_ctx.verbose else ["key", "value", "source"]
-    app_ctx.emit(rows, columns=columns)
+    view = View(("key", "value", "source", "help") if app_ctx.verbose else ("key", "value", "source"), keep=2)
+    app_ctx.emit(rows, view, pick=columns, wide=wide)

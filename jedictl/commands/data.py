@@ -8,10 +8,14 @@ from typing import TYPE_CHECKING, Annotated, List, Optional
 import typer
 
 from jedictl.commands._app import App
-from jedictl.commands._common import context, read_source
+from jedictl.commands._common import ColumnsOpt, WideOpt, context, read_source
+from jedictl.output import View
 
 if TYPE_CHECKING:
     from jedictl.commands._common import AppContext
+
+LIST_VIEW = View(("name", "kind", "state", "n_files", "bytes", "n_events", "modified_at"), keep=3)
+SHOW_VIEW = View(tables={"files": View(("lfn", "size", "checksum", "events", "guid", "scope"), keep=2)})
 
 app = App(help="The data catalog: containers, datasets, files and replicas (JEDI's DDM).", no_args_is_help=True)
 
@@ -147,6 +151,8 @@ def list_(
     pattern: Annotated[Optional[str], typer.Argument(help="Only names matching this pattern (* wildcards).")] = None,
     kind: Annotated[Optional[str], typer.Option("--kind", help="dataset or container.")] = None,
     state: Annotated[Optional[str], typer.Option("--state", help="open or closed.")] = None,
+    columns: ColumnsOpt = None,
+    wide: WideOpt = False,
 ) -> None:
     """List datasets and containers with their file counts, sizes and events."""
     app_ctx = context(ctx)
@@ -154,7 +160,7 @@ def list_(
 
     with app_ctx.store().read() as conn:
         rows = store_catalog.list_datasets(conn, kind, state, pattern)
-    app_ctx.emit(rows, columns=["name", "kind", "state", "n_files", "bytes", "n_events", "modified_at"])
+    app_ctx.emit(rows, LIST_VIEW, pick=columns, wide=wide)
 
 
 @app.command("show")
@@ -162,6 +168,7 @@ def show(
     ctx: typer.Context,
     name: Annotated[str, typer.Argument(help="The dataset or container.")],
     files: Annotated[bool, typer.Option("--files", help="Also list every file.")] = False,
+    wide: WideOpt = False,
 ) -> None:
     """Show a dataset (files, size, events, replicas, containers) or a container (its datasets)."""
     app_ctx = context(ctx)
@@ -171,4 +178,6 @@ def show(
         data = store_catalog.show_dataset(conn, name, files)
     if "datasets" in data and app_ctx.output == "table":
         data["datasets"] = [{"dataset": d} for d in data["datasets"]]
-    app_ctx.emit(data)
+    if data.get("files") is None and app_ctx.output == "table":
+        data.pop("files", None)  # not asked for (--files)
+    app_ctx.emit(data, SHOW_VIEW, wide=wide)

@@ -168,13 +168,16 @@ class _Display:
 
 
 def _summary(app: Any, tasks: Any, snap: Any, last: Any, elapsed: float, path: str, finished: bool) -> None:
-    rows = [{"task": t["id"], "kind": tasks.roles.get(t["id"], ""), "status": t["status"], "files": f"{t['done']}/{t['files']}",
-             "jobs": sum(t["jobs"].values()), "failed_jobs": t["jobs"].get("failed", 0)} for t in snap.tasks]
-    if app.output in ("json", "yaml"):
+    rows = [{"task": t["id"], "kind": tasks.roles.get(t["id"], ""), "status": t["status"], "files": t["files"], "files_done": t["done"],
+             "files_failed": t["failed"], "jobs": sum(t["jobs"].values()), "failed_jobs": t["jobs"].get("failed", 0)} for t in snap.tasks]
+    if app.output in ("json", "yaml"):  # numbers stay numbers for scripts: files, files_done, files_failed
         app.emit({"store": path, "rounds": last.number if last else 0, "seconds": round(elapsed, 1), "all_final": finished,
                   "retries": snap.retries, "tasks": rows})
         return
-    app.emit(rows, columns=["task", "kind", "status", "files", "jobs", "failed_jobs"])
+    if app.output == "table":  # for people: "done/all", as the live display shows it
+        rows = [{**row, "files": f"{row['files_done']}/{row['files']}"} for row in rows]
+    app.emit(rows, columns=["task", "kind", "status", "files", "jobs", "failed_jobs"] if app.output == "table" else
+             ["task", "kind", "status", "files", "files_done", "files_failed", "jobs", "failed_jobs"])
     total_jobs = sum(sum(c.values()) for c in snap.sites.values())
     where = path if "://" in path else os.path.abspath(path)
     app.note(f"\n{'Every task is final' if finished else 'Stopped before every task was final'} after "

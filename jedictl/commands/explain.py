@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from jedictl.commands._app import App
-from jedictl.commands._common import SeedOpt, context
+from jedictl.commands._common import SeedOpt, WideOpt, context
 
 app = App(help="Explain what holds something back.", no_args_is_help=True)
 
@@ -17,6 +17,7 @@ def task(
     ctx: typer.Context,
     task_id: Annotated[int, typer.Argument(metavar="TASK_ID", help="The task.")],
     seed: SeedOpt = None,
+    wide: WideOpt = False,
 ) -> None:
     """Status and reason, lease holder, waits, files by status, the throttle decision for its queue,
     and the brokerage trail of its next chunk: every site kept with its weight or dropped by the
@@ -27,9 +28,10 @@ def task(
 
     with app_ctx.store().read() as conn:
         report = explain_task(conn, task_id, app_ctx.settings, app_ctx.clock.now(), StoreDataCatalog(conn), seed)
-    if app_ctx.output == "table":
-        report = {**report, "throttle": _flat(report.get("throttle"))}
-    app_ctx.emit(report)
+    if app_ctx.output == "table":  # what does not apply to the task is left out of the table
+        report = {key: value for key, value in {**report, "throttle": _flat(report.get("throttle"))}.items()
+                  if value is not None or key not in ("nucleus_brokerage", "throttle", "brokerage")}
+    app_ctx.emit(report, wide=wide)
 
 
 def _flat(decision: dict | None) -> str | None:

@@ -7,13 +7,15 @@ from typing import Annotated, List, Optional
 import typer
 
 from jedictl.commands._app import App
-from jedictl.commands._common import context
+from jedictl.commands._common import ColumnsOpt, WideOpt, context
 from jedictl.commands.jobs_dispatch import dispatch
 from jedictl.commands.jobs_report import heartbeat, kill, report
+from jedictl.output import View
 
 app = App(help="Jobs: inspect them; executors pull and report them.", no_args_is_help=True)
 
-LIST_COLUMNS = ["job_id", "task_job", "status", "site", "priority", "attempt_nr", "cores", "ram_mb", "modified_at"]
+LIST_VIEW = View(("job_id", "task_job", "status", "site", "priority", "attempt_nr", "cores", "ram_mb", "modified_at"), keep=3)
+SHOW_VIEW = View(tables={"files": View(("type", "lfn", "status", "attempt_nr", "size", "checksum", "dataset"), keep=3)})
 
 
 @app.command("list")
@@ -23,6 +25,8 @@ def list_(
     status: Annotated[Optional[List[str]], typer.Option("--status", help="Only jobs in this status (repeatable).")] = None,
     site: Annotated[Optional[str], typer.Option("--site", help="Only jobs at this site.")] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many jobs, newest first.")] = 100,
+    columns: ColumnsOpt = None,
+    wide: WideOpt = False,
 ) -> None:
     """List jobs, newest first."""
     app_ctx = context(ctx)
@@ -31,13 +35,14 @@ def list_(
 
     with app_ctx.store().read() as conn:
         rows = [job_summary(row) for row in job_store.list_jobs(conn, task_id, status or (), site, limit)]
-    app_ctx.emit(rows, columns=LIST_COLUMNS)
+    app_ctx.emit(rows, LIST_VIEW, pick=columns, wide=wide)
 
 
 @app.command("show")
 def show(
     ctx: typer.Context,
     job: Annotated[str, typer.Argument(metavar="JOB", help="A job id (4711) or TASK.INDEX (12.3: job 3 of task 12).")],
+    wide: WideOpt = False,
 ) -> None:
     """Show one job: status, site, resources, rendered parameters and its files."""
     app_ctx = context(ctx)
@@ -45,7 +50,8 @@ def show(
 
     reference = parse_job_ref(job)
     with app_ctx.store().read() as conn:
-        app_ctx.emit(job_details(conn, reference))
+        details = job_details(conn, reference)
+    app_ctx.emit(details, SHOW_VIEW, wide=wide)
 
 
 app.command("dispatch")(dispatch)

@@ -56,7 +56,7 @@ def dispatch(
     if app.output in ("json", "yaml"):
         app.emit({"jobs": payloads})
         return
-    if payloads:
+    if payloads or app.output == "tsv":  # tsv: at least the header, so a script reads "no job" rather than nothing
         app.emit([{"job_id": p["job_id"], "task_job": p["task_job"], "priority": p["priority"], "gshare": p["gshare"],
                    "cores": p["core_count"], "ram_mb": p["min_ram_count"], "inputs": len(p["inputs"])} for p in payloads],
                  columns=DISPATCH_COLUMNS)

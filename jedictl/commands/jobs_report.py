@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import itertools
+import time
 from typing import Annotated, List, Optional
 
 import typer
 
-from jedictl.commands._common import context, read_source
+from jedictl.commands._common import AppContext, context, read_source
 
 
 def report(
@@ -32,6 +33,7 @@ def report(
     from jedictl.errors import BadInput
 
     refused: list[Refused] = []
+    started = time.monotonic()
     with read_lines(source) as (lines, name):
         # Read, parsed and applied a batch at a time: the input is never held whole.
         reports = stream_reports(lines, refused)
@@ -40,19 +42,19 @@ def report(
             raise BadInput("holds no reports", name)
         results = ingest_reports(app.store(), itertools.chain([first], reports), app.settings, app.clock.now()) if first is not None else []
     summary = PassReport("report")
-    items = [r.as_item() for r in results] + [{"line": r.line, "job_id": r.job_id, "outcome": "refused", "status": None, "reason": r.reason}
-                                              for r in refused]
+    items = [r.as_item() for r in results] + [{"line": r.line, "job_id": r.job_id, "outcome": "refused", "status": None, "reason": r.reason,
+                                               "retry": None} for r in refused]
     del results
     for item in sorted(items, key=lambda i: i["line"]):
         summary.add(item.pop("outcome"), **item)
-    emit_report(app, summary)
-    if summary.counts.get("refused"):
+    emit_report(app, summary, time.monotonic() - started, every_item=True)
+    if summary.errors:
         raise typer.Exit(1)
 
 
 def heartbeat(
     ctx: typer.Context,
-    job_ids: Annotated[Optional[List[int]], typer.Argument(metavar="[JOB]...", help="Job ids (or use --from).", show_default=False)] = None,
+    job_ids: Annotated[Optional[List[str]], typer.Argument(metavar="[JOB]...", help="Job ids (4711) or TASK.INDEX (12.3), or use --from.", show_default=False)] = None,
     status: Annotated[str, typer.Option("--status", help="What the jobs are doing: starting, running, holding, transferring.")] = "running",
     attempt: Annotated[Optional[int], typer.Option("--attempt", help="The attempt the executor runs (checked).")] = None,
     source: Annotated[Optional[str], typer.Option("--from", metavar="FILE|-", help="Heartbeats as JSON lines {job_id, status, attempt_nr}.")] = None,
@@ -60,10 +62,13 @@ def heartbeat(
     """Tell the store that jobs are alive, and hear back whether to stop them.
 
     The reply per job carries `command`: "tobekilled" when the job was killed (stop it and report
-    failed), "alreadydone" when the job is final. Late heartbeats never undo progress (a holding job
-    does not go back to running).
+    failed), "alreadydone" when the job is final (with -o json, the items of one report:
+    docs/json-output.md). Late heartbeats never undo progress (a holding job does not go back to
+    running).
     """
     app = context(ctx)
+    from jedictl.commands._agent import emit_report
+    from jedictl.engine.agent import PassReport
     from jedictl.engine.jobs.outcomes import take_heartbeats
     from jedictl.engine.jobs.reports import parse_heartbeat, parse_heartbeats
     from jedictl.errors import BadInput
@@ -76,18 +81,23 @@ def heartbeat(
         if refused:
             raise BadInput(refused[0].reason, name)
     elif job_ids:
-        beats = [parse_heartbeat({"job_id": job_id, "status": status, "attempt_nr": attempt}, None) for job_id in job_ids]
+        ids = _job_ids(app, job_ids)
+        beats = [parse_heartbeat({"job_id": job_id, "status": status, "attempt_nr": attempt}, None) for job_id in ids]
     else:
         raise BadInput("name the jobs (JOB... or --from FILE)", "JOB")
     if not beats:
         raise BadInput("holds no heartbeats", "--from")
+    started = time.monotonic()
     replies = take_heartbeats(app.store(), beats, app.clock.now(), app.settings.report.batch_size)
-    app.emit([r.as_item() for r in replies], columns=["job_id", "status", "command", "reason"])
+    summary = PassReport("heartbeat")
+    for reply in replies:
+        summary.add(reply.command or "alive", **reply.as_item())
+    emit_report(app, summary, time.monotonic() - started, every_item=True)
 
 
 def kill(
     ctx: typer.Context,
-    job_ids: Annotated[Optional[List[int]], typer.Argument(metavar="[JOB]...", help="Job ids to kill.", show_default=False)] = None,
+    job_ids: Annotated[Optional[List[str]], typer.Argument(metavar="[JOB]...", help="Jobs to kill: ids (4711) or TASK.INDEX (12.3).", show_default=False)] = None,
     task_id: Annotated[Optional[int], typer.Option("--task", help="Kill every unfinished job of this task.")] = None,
     code: Annotated[Optional[int], typer.Option("--code", help="PanDA kill code (2 expire, 3 abort, 9 force, 51 reassign, ...); default: killed by a person.")] = None,
 ) -> None:
@@ -98,18 +108,36 @@ def kill(
     heartbeat and ends when its executor reports (codes 9, 52 and 99 end it at once).
     """
     app = context(ctx)
+    from jedictl.commands._agent import emit_report
+    from jedictl.engine.agent import PassReport
     from jedictl.engine.jobs.outcomes import kill_jobs
     from jedictl.errors import BadInput
     from jedictl.store import jobs as job_store
 
     if not job_ids and task_id is None:
         raise BadInput("name the jobs (JOB... or --task ID)", "JOB")
+    ids = _job_ids(app, job_ids or [])
     store = app.store()
-    ids = list(job_ids or [])
     if task_id is not None:
         with store.read() as conn:
             ids += job_store.unfinished_job_ids(conn, task_id)
+    started = time.monotonic()
     results = kill_jobs(store, list(dict.fromkeys(ids)), app.settings, app.clock.now(), code=code)
-    app.emit([r.as_item() for r in results], columns=["job_id", "outcome", "status", "reason"])
-    if any(r.outcome == "refused" for r in results):
+    summary = PassReport("kill")
+    for result in results:
+        item = result.as_item()
+        summary.add(item.pop("outcome"), **item)
+    emit_report(app, summary, time.monotonic() - started, every_item=True)
+    if summary.errors:
         raise typer.Exit(1)
+
+
+def _job_ids(app: AppContext, texts: List[str]) -> list[int]:
+    """The ids of JOB arguments: ids as given, TASK.INDEX (12.3) looked up as `jobs show` does."""
+    from jedictl.engine.views.jobs import parse_job_refs, resolve_job_ids
+
+    references = parse_job_refs(texts)  # malformed: exit 2 before the store is opened
+    if all(reference.job_id is not None for reference in references):
+        return [reference.job_id for reference in references]
+    with app.store().read() as conn:
+        return resolve_job_ids(conn, references)

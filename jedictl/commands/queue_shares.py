@@ -96,7 +96,8 @@ def import_(
         counts = _write(conn, plan.rows, share_store, dry_run)
     app_ctx.note("queue-shares import: " + ", ".join(f"{section} {n}" for section, n in counts.items())
                  + (" (dry run: nothing written)" if dry_run else ""))
-    app_ctx.emit({**counts, "dry_run": dry_run})
+    # Both sections always: null for one the file leaves as it is.
+    app_ctx.emit({"work_queues": counts.get("work_queues"), "global_shares": counts.get("global_shares"), "dry_run": dry_run})
 
 
 def _write(conn: Any, rows: dict[str, list[dict[str, Any]]], share_store: Any, dry_run: bool) -> dict[str, int]:

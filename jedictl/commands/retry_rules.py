@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Annotated, Any, List, Optional
 import typer
 
 from jedictl.commands._app import App
-from jedictl.commands._common import context, read_source
+from jedictl.commands._common import ColumnsOpt, WideOpt, context, read_source
+from jedictl.output import View
 
 if TYPE_CHECKING:
     from jedictl.engine.jobs.retry_rules import RetryRule
@@ -17,6 +18,7 @@ app = App(help="Retry rules: what to do when a job fails with a given error (Pan
 
 RULE_COLUMNS = ["id", "error_source", "error_code", "message_pattern", "action", "parameters", "scope", "active",
                 "expires_at", "description"]
+LIST_VIEW = View(tuple(RULE_COLUMNS), keep=5)
 
 
 def rule_row(rule: RetryRule) -> dict[str, Any]:
@@ -55,6 +57,8 @@ def list_(
     source: Annotated[Optional[str], typer.Option("--source", help="Only rules for this error source (pilot finds pilotErrorCode too).")] = None,
     code: Annotated[Optional[int], typer.Option("--code", help="Only rules for this error code.")] = None,
     action: Annotated[Optional[str], typer.Option("--action", help="Only rules with this action.")] = None,
+    columns: ColumnsOpt = None,
+    wide: WideOpt = False,
 ) -> None:
     """List the stored rules, expired ones included, by id."""
     app_ctx = context(ctx)
@@ -62,7 +66,7 @@ def list_(
 
     with app_ctx.store().read() as conn:
         rules = rule_store.list_rules(conn, source=source, code=code, action=action)
-    app_ctx.emit([rule_row(rule) for rule in rules], columns=RULE_COLUMNS)
+    app_ctx.emit([rule_row(rule) for rule in rules], LIST_VIEW, pick=columns, wide=wide)
 
 
 @app.command("remove")
@@ -103,15 +107,20 @@ def match(
                     release=release, work_queue=work_queue)
     error = JobError(source, code, diag)
     chosen = select_rule(rules, job, [error], moment)
-    if chosen is None:
-        if app_ctx.output == "table":
-            typer.echo("no rule matches")
-        else:  # scripts get an empty result in their format: null, or a header line for tsv
-            app_ctx.emit([] if app_ctx.output == "tsv" else None, columns=RULE_COLUMNS)  # type: ignore[arg-type]
-        return
-    rule = chosen[0]
-    row = rule_row(rule)
-    row["mode"] = "acts" if rule.active else "passive: reports only"
-    # The other rules that matched too but lost on specificity/strictness: what an operator checks.
-    row["outranked"] = [other.id for other in rules if other is not rule and matches(other, job, error, moment)]
-    app_ctx.emit(row, columns=RULE_COLUMNS + ["mode", "outranked"])
+    rule = chosen[0] if chosen is not None else None
+    answer = {
+        "matched": rule is not None,
+        "rule": rule_row(rule) if rule is not None else None,
+        "mode": None if rule is None else ("acts" if rule.active else "passive: reports only"),
+        # The other rules that matched too but lost on specificity/strictness: what an operator checks.
+        "outranked": [other.id for other in rules if other is not rule and matches(other, job, error, moment)] if rule else [],
+    }
+    if app_ctx.output in ("json", "yaml"):  # one object, the same keys whether a rule matched or not
+        app_ctx.emit(answer)
+    elif app_ctx.output == "tsv":  # the rule as one row, or just the header
+        rows = [{**answer["rule"], "mode": answer["mode"], "outranked": answer["outranked"]}] if rule else []
+        app_ctx.emit(rows, columns=RULE_COLUMNS + ["mode", "outranked"])
+    elif rule is None:
+        typer.echo("no rule matches")
+    else:
+        app_ctx.emit({**answer["rule"], "mode": answer["mode"], "outranked": answer["outranked"]})

@@ -53,7 +53,7 @@ def run(
     with stoppable(app):  # SIGINT/SIGTERM: the leases of the pass are released before exiting
         while True:
             with progress(app):
-                errors += record_passes(app, run_pipeline(store, app.settings, app.owner, app.clock.now, chosen, seed))
+                errors += record_passes(app, run_pipeline(store, app.settings, app.owner, app.clock.now, chosen, seed), several=True)
             if not loop:
                 break
             time.sleep(loop)

@@ -7,11 +7,15 @@ from typing import Annotated, Optional
 import typer
 
 from jedictl.commands._app import App
-from jedictl.commands._common import context, read_source
+from jedictl.commands._common import ColumnsOpt, WideOpt, context, read_source
+from jedictl.output import View
 
 app = App(help="The resource catalog: sites (PanDA queues), nuclei and storage endpoints.", no_args_is_help=True)
 
-SITE_COLUMNS = ["name", "status", "cloud", "tier", "nucleus", "core_count", "core_power", "max_memory", "max_walltime", "pilots_active"]
+LIST_VIEW = View(("name", "status", "cloud", "tier", "nucleus", "core_count", "core_power", "max_memory", "max_walltime", "pilots_active"),
+                 keep=2)
+NUCLEI_VIEW = View(("name", "status", "cloud", "modified_at"), keep=2)
+ENDPOINTS_VIEW = View(("name", "kind", "nucleus", "url", "free_gb", "total_gb", "blacklisted_read", "blacklisted_write"), keep=2)
 
 
 @app.command("import")
@@ -40,6 +44,8 @@ def list_(
     ctx: typer.Context,
     status: Annotated[Optional[str], typer.Option("--status", help="Only sites in this status.")] = None,
     cloud: Annotated[Optional[str], typer.Option("--cloud", help="Only sites of this cloud.")] = None,
+    columns: ColumnsOpt = None,
+    wide: WideOpt = False,
 ) -> None:
     """List sites."""
     app_ctx = context(ctx)
@@ -48,13 +54,14 @@ def list_(
 
     with app_ctx.store().read() as conn:
         rows = iter_rows(site_store.list_sites(conn, status, cloud))
-    app_ctx.emit(rows, columns=None if app_ctx.output in ("json", "yaml") else SITE_COLUMNS)
+    app_ctx.emit(rows, LIST_VIEW, pick=columns, wide=wide)
 
 
 @app.command("show")
 def show(
     ctx: typer.Context,
     name: Annotated[str, typer.Argument(help="The site.")],
+    wide: WideOpt = False,
 ) -> None:
     """Show one site with its storage endpoints."""
     app_ctx = context(ctx)
@@ -63,7 +70,7 @@ def show(
     with app_ctx.store().read() as conn:
         site = dict(site_store.get_site(conn, name)._mapping)
         site["storage"] = [{"endpoint": r.endpoint, "role": r.role} for r in site_store.storage_of(conn, [name])]
-    app_ctx.emit(site)
+    app_ctx.emit(site, wide=wide)
 
 
 @app.command("set-status")
@@ -88,6 +95,8 @@ def set_status(
 @app.command("nuclei")
 def list_nuclei(
     ctx: typer.Context,
+    columns: ColumnsOpt = None,
+    wide: WideOpt = False,
 ) -> None:
     """List nuclei (where task outputs are collected)."""
     app_ctx = context(ctx)
@@ -95,12 +104,15 @@ def list_nuclei(
     from jedictl.store import sites as site_store
 
     with app_ctx.store().read() as conn:
-        app_ctx.emit(iter_rows(site_store.list_nuclei(conn)), columns=["name", "status", "cloud", "modified_at"])
+        rows = iter_rows(site_store.list_nuclei(conn))
+    app_ctx.emit(rows, NUCLEI_VIEW, pick=columns, wide=wide)
 
 
 @app.command("endpoints")
 def list_endpoints(
     ctx: typer.Context,
+    columns: ColumnsOpt = None,
+    wide: WideOpt = False,
 ) -> None:
     """List storage endpoints with their url and space."""
     app_ctx = context(ctx)
@@ -108,5 +120,5 @@ def list_endpoints(
     from jedictl.store import sites as site_store
 
     with app_ctx.store().read() as conn:
-        app_ctx.emit(iter_rows(site_store.list_endpoints(conn)),
-                     columns=["name", "kind", "nucleus", "url", "free_gb", "total_gb", "blacklisted_read", "blacklisted_write"])
+        rows = iter_rows(site_store.list_endpoints(conn))
+    app_ctx.emit(rows, ENDPOINTS_VIEW, pick=columns, wide=wide)

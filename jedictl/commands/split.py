@@ -24,7 +24,7 @@ def split(
     """Split a fileset into jobs with a WMCore algorithm or JEDI's rules, to preview a task.
 
     Prints one row per job; with `--output json` the contract of docs/splitting.md:
-    {"jobs": [{"files", "first_event", "last_event", "lumis", "locations", "failed"}]}.
+    {"jobs": [{"files", "first_event", "last_event", "lumis", "locations", "failed", "short"}]}.
     Nothing is stored; the store is never opened.
     """
     app = context(ctx)

@@ -9,12 +9,19 @@ import typer
 from jedictl.commands._app import App
 
 from jedictl.commands import task_commands
-from jedictl.commands._common import context
+from jedictl.commands._common import ColumnsOpt, WideOpt, context
+from jedictl.output import View
 
 app = App(help="Inspect tasks and steer them: kill, retry, finish, incexec, pause, resume, avalanche, reassign.",
           no_args_is_help=True)
 
-LIST_COLUMNS = ["task_id", "name", "user", "status", "priority", "work_queue", "gshare", "modified_at"]
+LIST_VIEW = View(("task_id", "name", "user", "status", "priority", "work_queue", "gshare", "modified_at"), keep=4)
+SHOW_VIEW = View(tables={
+    "datasets": View(("dataset_id", "name", "type", "status", "n_files", "n_files_finished", "n_files_failed", "state", "n_events",
+                      "destination"), keep=4),
+    "status_history": View(("status", "previous", "reason", "at", "by"), keep=3),
+    "commands": View(("command", "qualifier", "status", "at", "by", "outcome", "comment"), keep=3),
+})
 
 
 @app.command("list")
@@ -23,6 +30,8 @@ def list_(
     status: Annotated[Optional[List[str]], typer.Option("--status", help="Only tasks in this status (repeatable).")] = None,
     user: Annotated[Optional[str], typer.Option("--user", help="Only tasks of this user.")] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many tasks, newest first.")] = 100,
+    columns: ColumnsOpt = None,
+    wide: WideOpt = False,
 ) -> None:
     """List tasks, newest first."""
     app_ctx = context(ctx)
@@ -30,7 +39,7 @@ def list_(
 
     with app_ctx.store().read() as conn:
         rows = list_tasks(conn, status or (), user, limit)
-    app_ctx.emit(rows, columns=LIST_COLUMNS)
+    app_ctx.emit(rows, LIST_VIEW, pick=columns, wide=wide)
 
 
 @app.command("show")
@@ -38,6 +47,7 @@ def show(
     ctx: typer.Context,
     task_id: Annotated[int, typer.Argument(metavar="TASK_ID", help="The task.")],
     split_rule: Annotated[bool, typer.Option("--split-rule", help="Print only the equivalent PanDA splitRule string.")] = False,
+    wide: WideOpt = False,
 ) -> None:
     """Show one task: options, resources, datasets with counters, templates and status history."""
     app_ctx = context(ctx)
@@ -51,7 +61,7 @@ def show(
         else:
             app_ctx.emit({"task_id": task_id, "split_rule": details["split_rule"]})
         return
-    app_ctx.emit(details)
+    app_ctx.emit(details, SHOW_VIEW, wide=wide)
 
 
 # Operator commands (docs/task-commands.md); kill and retry are also top-level commands.

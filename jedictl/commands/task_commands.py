@@ -8,6 +8,7 @@ nothing.
 
 from __future__ import annotations
 
+import time
 from typing import Annotated, List, Optional
 
 import typer
@@ -145,12 +146,15 @@ def settle(
     """
     app = context(ctx)
     from jedictl.commands.submit import _login_name
+    from jedictl.commands._agent import emit_report
+    from jedictl.engine.agent import PassReport
     from jedictl.engine.commando.commands import settle_pass
 
+    started = time.monotonic()
     outcomes = settle_pass(app.store(), app.settings, app.clock.now(), user or _login_name(), task_ids or (), limit)
-    counts: dict[str, int] = {}
+    summary = PassReport("settle")
     for outcome in outcomes:
-        counts[outcome.outcome] = counts.get(outcome.outcome, 0) + 1
-    app.note("settle: " + (", ".join(f"{key} {n}" for key, n in sorted(counts.items())) or "nothing to do"))
-    app.emit([o.as_dict() for o in outcomes], columns=["task_id", "previous", "status", "outcome", "message"])
+        item = outcome.as_dict()
+        summary.add(item.pop("outcome"), **item)
+    emit_report(app, summary, time.monotonic() - started, every_item=True)
 

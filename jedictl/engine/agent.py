@@ -39,9 +39,38 @@ def watching(listener: Callable[["PassReport", str], None]) -> Iterator[None]:
         _LISTENERS.remove(listener)
 
 
+_LEASED = ("skipped", "error")
+_HARVEST = ("submitted", "lost", "failed", "cancelled", "pilots_off", "pilots_on")
+_WATCH = ("release_lease", "rescue_picked", "reactivate", "pending_timeout", "kick_exhausted", "job_timeout", "throttle",
+          "release_throttled", "boost", "pause", "goal_reached", "settle")
+
+#: What each pass counts -- the outcomes of its items, then the totals some passes add (generate's jobs
+#: made, simulate's and pilot's jobs run) -- every key present in its report, 0 when nothing happened,
+#: so that scripts read `.counts.X` without guessing (docs/json-output.md lists them, generated from here).
+PASS_COUNTS: dict[str, tuple[str, ...]] = {
+    "refine": ("defined", "pending", "broken", *_LEASED),
+    "feed": ("ready", "assigning", "defined", "pending", "finishing", "broken", "rescanned", *_LEASED),
+    "broker": ("ready", "waiting", *_LEASED),
+    "generate": ("generated", "nothing", "throttled", "pending", *_LEASED, "jobs"),
+    "harvest": (*_HARVEST, "idle", *(f"would_{outcome}" for outcome in ("submit", *_HARVEST[1:])), "error", "failed_before_work"),
+    "finalize": ("waiting", "measured", "scouted", "running", "exhausted", "defined", "prepared", "done", "finished", "failed", "passed",
+                 "broken", "aborted", "kick_child", "kill_child", *_LEASED),
+    "watch": (*_WATCH, *_LEASED),
+    "simulate": ("ran", "idle", "error", "jobs", "finished", "failed"),
+    "pilot": ("jobs", "finished", "failed", "error"),
+    "report": ("applied", "duplicate", "refused"),
+    "heartbeat": ("alive", "tobekilled", "alreadydone"),
+    "kill": ("killed", "tobekilled", "refused"),
+    "settle": ("applied", "waiting", "unchanged"),
+}
+#: The outcomes that are failures (the command exits 1 when any is counted); "error" for the others.
+PASS_FAILURES: dict[str, tuple[str, ...]] = {"report": ("refused",), "kill": ("refused",), "heartbeat": ()}
+
+
 @dataclass
 class PassReport:
-    """Counts per outcome and one line per object; printed by the command, JSON with -o json."""
+    """Counts per outcome and one line per object; printed by the command, JSON with -o json
+    (docs/json-output.md: the same keys for every pass)."""
 
     name: str
     counts: dict[str, int] = field(default_factory=dict)
@@ -68,10 +97,17 @@ class PassReport:
 
     @property
     def errors(self) -> int:
-        return self.counts.get("error", 0)
+        return sum(self.counts.get(outcome, 0) for outcome in PASS_FAILURES.get(self.name, ("error",)))
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"pass": self.name, **{k: v for k, v in sorted(self.counts.items())}, "items": self.items}
+    def all_counts(self) -> dict[str, int]:
+        """Every count of the pass: the declared ones first (0 when none), then any other met."""
+        declared = PASS_COUNTS.get(self.name, ("error",))
+        return {**{key: self.counts.get(key, 0) for key in declared}, **{k: v for k, v in sorted(self.counts.items()) if k not in declared}}
+
+    def as_dict(self, duration: float | None = None) -> dict[str, Any]:
+        """The report's one shape: pass, counts (all of them), errors, duration_s, items."""
+        return {"pass": self.name, "counts": self.all_counts(), "errors": self.errors,
+                "duration_s": round(duration, 3) if duration is not None else None, "items": self.items}
 
 
 def leased_pass(

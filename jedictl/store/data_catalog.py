@@ -266,9 +266,13 @@ def show_dataset(conn: Connection, name: str, with_files: bool) -> dict[str, Any
     data["containers"] = list(conn.execute(
         select(member.c.name).join(catalog_container_members, catalog_container_members.c.container_id == member.c.id)
         .where(catalog_container_members.c.dataset_id == row.id).order_by(member.c.name)).scalars())
-    if with_files:
-        data["files"] = [file_as_dict(f) for batch in catalog.iter_files(name) for f in batch]
+    # Every file with the same keys (null where the catalog has no value); no list at all without --files.
+    data["files"] = [dict.fromkeys(FILE_KEYS) | file_as_dict(f) for batch in catalog.iter_files(name) for f in batch] if with_files else None
     return data
+
+
+#: The keys of a file in `data show --files`.
+FILE_KEYS = ("lfn", "scope", "guid", "size", "checksum", "events", "run", "lumi_blocks")
 
 
 def dataset_lfns(conn: Connection, name: str) -> tuple[str, set[str]] | None:

@@ -6,6 +6,7 @@ Each check returns human-readable violations; an empty list means the store is c
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any, Sequence
 
@@ -297,10 +298,26 @@ CHECKS = (dataset_counters, leases_of_final_tasks, files_in_one_live_job, retry_
 def check_all(conn: Connection, *, dead_owners: Sequence[str] = (), no_live_passes: bool = False) -> list[str]:
     """Every check; with `dead_owners` or `no_live_passes` also that no task is leased by a process
     that is gone (`leases_of_dead_owners`) -- which only the caller can know."""
-    problems = [problem for check in CHECKS for problem in check(conn)]
+    return [violation["message"] for violation in check_violations(conn, dead_owners=dead_owners, no_live_passes=no_live_passes)]
+
+
+#: The object a violation names, from the start of its message ("task 5 output x.root of ds (job 9)").
+_OBJECT = re.compile(r"^(retry history \d+|task \d+ \w+ dataset \d+|task \d+ record \d+|task \d+ output \S+|task \d+|file \d+|"
+                     r"output \S+ of \S+)")
+
+
+def check_violations(conn: Connection, *, dead_owners: Sequence[str] = (), no_live_passes: bool = False) -> list[dict[str, str]]:
+    """`check_all` as objects for `jedictl check`: the check that failed, the object at fault and the message."""
+    checks = list(CHECKS)
     if dead_owners or no_live_passes:
-        problems += leases_of_dead_owners(conn, dead_owners, every_owner=no_live_passes)
-    return problems
+        checks.append(lambda conn: leases_of_dead_owners(conn, dead_owners, every_owner=no_live_passes))
+        checks[-1].__name__ = leases_of_dead_owners.__name__
+    violations = []
+    for check in checks:
+        for message in check(conn):
+            found = _OBJECT.match(message)
+            violations.append({"check": check.__name__, "object": found.group(1) if found else message.split(":")[0], "message": message})
+    return violations
 
 
 def leases_of_dead_owners(conn: Connection, dead_owners: Sequence[str] = (), *, every_owner: bool = False) -> list[str]:

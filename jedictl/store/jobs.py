@@ -176,8 +176,27 @@ def get_job(conn: Connection, job_id: int | None = None, task_id: int | None = N
     return conn.execute(select(jobs).where(jobs.c.task_id == task_id, jobs.c.task_job_index == index)).first()
 
 
+def job_id_at(conn: Connection, task_id: int, index: int) -> int | None:
+    """The id of job INDEX of a task (`12.3`), or None."""
+    return conn.execute(select(jobs.c.id).where(jobs.c.task_id == task_id, jobs.c.task_job_index == index)).scalar()
+
+
 def files_of_job(conn: Connection, job_id: int) -> list[Row]:
-    return list(conn.execute(select(job_files).where(job_files.c.job_id == job_id).order_by(job_files.c.id)))
+    """A job's files as they are now: the job-file row (what the job was given) joined to its file
+    record, whose status, attempt, size and checksum move on after generation (a report, a retry);
+    the job-file's own values stand in where no record exists."""
+    jf, record = job_files.c, files.c
+    return list(conn.execute(
+        select(jf.type, jf.lfn, datasets.c.name.label("dataset"), jf.dataset_id, jf.file_id,
+               func.coalesce(record.status, jf.status).label("status"),
+               func.coalesce(record.attempt_nr, jf.attempt_nr).label("attempt_nr"),
+               jf.attempt_nr.label("job_attempt_nr"),
+               func.coalesce(record.size, jf.size).label("size"),
+               func.coalesce(record.checksum, jf.checksum).label("checksum"),
+               func.coalesce(record.guid, jf.guid).label("guid"), jf.scope, jf.destination,
+               record.job_id.label("record_job_id"))
+        .select_from(job_files.outerjoin(files, files.c.id == jf.file_id).outerjoin(datasets, datasets.c.id == jf.dataset_id))
+        .where(jf.job_id == job_id).order_by(jf.id)))
 
 
 def list_jobs(conn: Connection, task_id: int | None = None, status: Sequence[str] = (), site: str | None = None, limit: int = 100) -> list[Row]:

@@ -21,7 +21,7 @@ def test_broker_assigns_a_nucleus_and_output_destinations(cli, store):
     task_id = submit(cli, store, SPEC_EXAMPLES["event-split"])
     feed(cli, store)
     report = cli.json("broker", "--seed", "7", db=store)
-    assert report["ready"] == 1
+    assert report["counts"]["ready"] == 1
     task = cli.json("task", "show", str(task_id), db=store)
     assert task["status"] == "ready" and task["nucleus"] in ("CERN-PROD", "BNL-ATLAS")
     outputs = {d["type"]: d for d in task["datasets"] if d["type"] in ("output", "log")}
@@ -54,11 +54,11 @@ def test_a_task_no_nucleus_fits_keeps_assigning_and_says_why(cli, store):
     task_id = cli.json("submit", "-", db=store, input=yaml.safe_dump(spec))["task_id"]
     feed(cli, store)
     report = cli.json("broker", db=store)
-    assert report["waiting"] == 1
+    assert report["counts"]["waiting"] == 1
     task = cli.json("task", "show", str(task_id), db=store)
     assert task["status"] == "assigning" and "runnable" in task["error_dialog"]
     assert cli.json("broker", db=store)["items"] == []  # brokered again only after task_broker.retry_minutes
-    assert cli.json("broker", "--now", "2099-01-01T00:00:00", db=store)["waiting"] == 1
+    assert cli.json("broker", "--now", "2099-01-01T00:00:00", db=store)["counts"]["waiting"] == 1
 
 
 def test_explain_names_the_first_rule_that_dropped_each_site(cli, store):

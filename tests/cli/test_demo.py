@@ -16,6 +16,9 @@ def test_the_demo_runs_every_kind_of_task_to_the_end(cli, store_url):
     assert {task["status"] for task in result["tasks"]} <= {"done", "finished"}
     assert kinds["fails, retried"]["failed_jobs"] > 0 and kinds["fails, retried"]["status"] == "done"  # failed first, retried
     assert result["retries"] > 0
+    # Numbers are numbers for scripts (once "files": "60/60"): every input file of a final task is done or failed.
+    assert all(isinstance(task[key], int) for task in result["tasks"] for key in ("files", "files_done", "files_failed", "jobs"))
+    assert all(task["files_done"] + task["files_failed"] == task["files"] for task in result["tasks"])
     assert run_sql(store_url, check_all) == []
 
 

@@ -59,7 +59,7 @@ def input_datasets(cli, store, task_id):
 def test_prun_analysis_task_expands_the_container_and_excludes_logs(cli, grid):
     task_id = submit(cli, grid, path=EXAMPLES / "prun_files.json")
     report = feed(cli, grid)
-    assert report["ready"] == 1
+    assert report["counts"]["ready"] == 1
     task, inputs = input_datasets(cli, grid, task_id)
     assert task["status"] == "ready" and task["error_dialog"] is None
     assert [(d["name"], d["container"], d["n_files"], d["n_files_to_be_used"], d["n_events"], d["state"]) for d in inputs] == [
@@ -85,7 +85,7 @@ def test_no_input_prun_task_gets_pseudo_files_and_sequence_numbers(cli, grid):
 def test_event_split_production_releases_ten_scout_chunks(cli, grid):
     task_id = submit(cli, grid, SPEC_EXAMPLES["event-split"])
     report = feed(cli, grid)
-    assert report["assigning"] == 1  # managed task without a nucleus: the task broker chooses
+    assert report["counts"]["assigning"] == 1  # managed task without a nucleus: the task broker chooses
     rows = records(grid, task_id)
     assert len(rows) == 80  # 4 files x 10 000 events / 500
     # n_events is the whole file's (JEDI's convention); each record is a 500-event range of it.
@@ -124,7 +124,7 @@ def test_feeding_twice_adds_nothing(cli, grid):
     feed(cli, grid)
     before = records(grid, task_id)
     report = cli.json("feed", "--now", LATER, db=grid)
-    assert report.get("ready", 0) == 0
+    assert report["counts"]["ready"] == 0
     assert records(grid, task_id) == before
 
 
@@ -139,13 +139,13 @@ def test_open_input_grows_and_closing_it_releases_the_task(cli, grid, tmp_path):
     new = tmp_path / "new.yaml"
     new.write_text(yaml.safe_dump([{"lfn": f"DAOD_PHYS.00000040._{i:06d}.pool.root.1", "events": 20000, "size": 10} for i in range(41, 46)]))
     cli("data", "add-files", name, str(new), db=grid)
-    assert cli.json("feed", db=grid).get("defined", 0) == 0  # not due for a re-scan yet (5 minutes)
+    assert cli.json("feed", db=grid)["counts"]["defined"] == 0  # not due for a re-scan yet (5 minutes)
     cli("feed", "--now", "2029-01-01T00:00:00", db=grid)
     assert input_datasets(cli, grid, task_id)[1][0]["n_files"] == 45
     assert cli.json("task", "show", str(task_id), db=grid)["status"] == "defined"
 
     cli("data", "close", name, db=grid)
-    assert cli.json("feed", "--now", LATER, db=grid)["ready"] == 1
+    assert cli.json("feed", "--now", LATER, db=grid)["counts"]["ready"] == 1
     task, [master] = input_datasets(cli, grid, task_id)
     assert task["status"] == "ready" and task["error_dialog"] is None
     assert (master["n_files"], master["n_files_to_be_used"], master["state"]) == (45, 20, "closed")  # scouts: 10 chunks x 2 files
@@ -181,11 +181,11 @@ def test_unknown_input_breaks_the_task(cli, grid):
     spec = yaml.safe_load(SPEC_EXAMPLES["analysis"])
     spec["inputs"][0]["dataset"] = "user.alice.never.there"
     task_id = cli.json("submit", "-", db=grid, input=yaml.safe_dump(spec))["task_id"]
-    assert feed(cli, grid)["broken"] == 1
+    assert feed(cli, grid)["counts"]["broken"] == 1
     task = cli.json("task", "show", str(task_id), db=grid)
     assert (task["status"], task["error_dialog"]) == ("broken", "input dataset user.alice.never.there is unknown to the data catalog")
     assert [h["status"] for h in task["status_history"]][-1] == "broken"
-    assert cli.json("feed", "--now", LATER, db=grid).get("broken", 0) == 0  # final: never fed again
+    assert cli.json("feed", "--now", LATER, db=grid)["counts"]["broken"] == 0  # final: never fed again
 
 
 def test_unknown_input_with_allow_empty_input_finishes(cli, grid):
@@ -202,15 +202,15 @@ def test_missing_input_with_wait_input_makes_the_task_pend_until_it_appears(cli,
     spec["inputs"][0]["dataset"] = "user.alice.not.yet.there"
     spec["dependencies"] = {"wait_input": True}
     task_id = cli.json("submit", "-", db=grid, input=yaml.safe_dump(spec))["task_id"]
-    assert feed(cli, grid)["pending"] == 1
+    assert feed(cli, grid)["counts"]["pending"] == 1
     task = cli.json("task", "show", str(task_id), db=grid)
     assert (task["status"], task["old_status"], task["error_dialog"]) == (
         "pending", "defined", "input dataset user.alice.not.yet.there is not in the data catalog (waiting for it: waitInput)")
     catalog = tmp_path / "new.yaml"
     catalog.write_text(yaml.safe_dump({"datasets": [{"name": "user.alice.not.yet.there", "state": "closed", "files": [{"lfn": "a.root", "events": 10}]}]}))
     cli("data", "import", str(catalog), db=grid)
-    assert cli.json("feed", db=grid).get("ready", 0) == 0  # still waiting (watchdog.wait_for_pending_minutes)
-    assert cli.json("feed", "--now", LATER, db=grid)["ready"] == 1
+    assert cli.json("feed", db=grid)["counts"]["ready"] == 0  # still waiting (watchdog.wait_for_pending_minutes)
+    assert cli.json("feed", "--now", LATER, db=grid)["counts"]["ready"] == 1
     task = cli.json("task", "show", str(task_id), db=grid)
     assert (task["status"], task["old_status"], task["error_dialog"]) == ("ready", None, None)
 
@@ -248,8 +248,12 @@ def test_feed_json_report_lists_each_task(cli, grid):
     submit(cli, grid, path=EXAMPLES / "prun_files.json")
     cli("refine", db=grid)
     report = cli.json("feed", db=grid)
-    assert report == {"pass": "feed", "ready": 1, "items": [{"outcome": "ready", "task_id": 1, "reason": None}]}
-    assert json.loads(cli("feed", "-o", "json", db=grid).stdout) == {"pass": "feed", "items": []}
+    assert isinstance(report.pop("duration_s"), float)
+    zero = dict.fromkeys(("ready", "assigning", "defined", "pending", "finishing", "broken", "rescanned", "skipped", "error"), 0)
+    assert report == {"pass": "feed", "counts": {**zero, "ready": 1}, "errors": 0,
+                      "items": [{"outcome": "ready", "task_id": 1, "reason": None}]}
+    again = json.loads(cli("feed", "-o", "json", db=grid).stdout)
+    assert (again["counts"], again["errors"], again["items"]) == (zero, 0, [])  # every count, also when nothing happened
 
 
 def test_task_leases_are_released(cli, grid):
@@ -301,7 +305,7 @@ def test_a_feeder_killed_before_its_task_step_leaves_nothing_the_next_feed_canno
     killed in between leaves the task `defined` with every input fed. The next feed takes it and moves
     it on (before, it was no candidate any more and stayed `defined` for ever)."""
     task_id = submit(cli, grid, SPEC_EXAMPLES["analysis"])
-    assert feed(cli, grid)["ready"] == 1
+    assert feed(cli, grid)["counts"]["ready"] == 1
     run_sql(grid, lambda conn: conn.execute(tasks.update().where(tasks.c.id == task_id).values(status="defined")))
-    assert feed(cli, grid)["ready"] == 1
+    assert feed(cli, grid)["counts"]["ready"] == 1
     assert cli.json("task", "show", str(task_id), db=grid)["status"] == "ready"

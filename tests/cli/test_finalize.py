@@ -91,7 +91,7 @@ def test_scouting_scouted_running_then_done(cli, store, tmp_path):
     task_id = submit(cli, store, "scouts.done")
     to_ready(cli, store)
     ran = run_round(cli, store, 1, 0.0)
-    assert ran["jobs"] == ran["finished"] == 10  # 10 scouts, 2 files each
+    assert ran["counts"]["jobs"] == ran["counts"]["finished"] == 10  # 10 scouts, 2 files each
     report = finalize(cli, store)
     assert item(report, task_id)["outcome"] == "running"
     assert item(report, task_id)["reason"].startswith("scouting -> scouted -> running: 10 scout jobs succeeded")

@@ -56,7 +56,7 @@ def test_worked_example_16_1_scouts_then_avalanche(cli, store, tmp_path):
     _grid(cli, store, tmp_path)
     cli("submit", "-", db=store, input=json.dumps(WORKED_EXAMPLE))
     report = _pipeline(cli, store)
-    assert report["jobs"] == 10
+    assert report["counts"]["jobs"] == 10
     scouts = _jobs(cli, store, 1)
     assert [j["job_parameters"] for j in scouts] == [
         f"--in=f.[{2 * i + 1:03d},{2 * i + 2:03d}].root --out=ds.out.{i + 1:06d}.root --n 10" for i in range(10)]
@@ -74,7 +74,7 @@ def test_worked_example_16_1_scouts_then_avalanche(cli, store, tmp_path):
     # The avalanche (finalize, once scouts are done) releases everything and the task runs on.
     run_sql(store, lambda conn: (conn.execute(update(datasets).where(datasets.c.id == master["dataset_id"]).values(n_files_to_be_used=25)),
                                  conn.execute(update(tasks).where(tasks.c.id == 1).values(status="running"))))
-    assert cli.json("generate", "--seed", "1", db=store)["jobs"] == 3
+    assert cli.json("generate", "--seed", "1", db=store)["counts"]["jobs"] == 3
     avalanche = _jobs(cli, store, 1)[10:]
     assert [j["job_parameters"] for j in avalanche] == [
         "--in=f.[021,022].root --out=ds.out.000011.root --n 10",
@@ -106,7 +106,7 @@ def test_an_unresolved_placeholder_makes_the_task_pend(cli, store, tmp_path):
         {"type": "constant", "value": "--url ${SURL}"}]}  # no sourceURL in the task
     cli("submit", "-", db=store, input=json.dumps(params))
     report = _pipeline(cli, store)
-    assert report["pending"] == 1 and report["jobs"] == 0
+    assert report["counts"]["pending"] == 1 and report["counts"]["jobs"] == 0
     task = cli.json("task", "show", "1", db=store)
     assert task["status"] == "pending" and "SURL" in task["error_dialog"]
     assert cli.json("jobs", "list", db=store) == []
@@ -120,7 +120,7 @@ def test_no_site_makes_the_task_pend_with_the_brokerage_summary(cli, store, tmp_
     spec["resources"] = {"core_count": 64}
     cli("submit", "-", db=store, input=yaml.safe_dump(spec))
     report = _pipeline(cli, store)
-    assert report["pending"] == 1
+    assert report["counts"]["pending"] == 1
     task = cli.json("task", "show", "1", db=store)
     assert task["status"] == "pending" and task["error_dialog"].startswith("no site can run the jobs: 0 candidates; dropped:")
     assert "core_count" in task["error_dialog"]
@@ -138,13 +138,13 @@ def test_a_throttled_queue_gets_no_jobs(cli, store, tmp_path):
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump({"throttle": {"limits": {"NQUEUECAP_Production default": 2}}}))
     blocked = cli.json("generate", "--config", str(config), db=store)
-    assert (blocked["throttled"], blocked["jobs"]) == (1, 0)
+    assert (blocked["counts"]["throttled"], blocked["counts"]["jobs"]) == (1, 0)
     assert "Production default" in blocked["items"][0]["reason"]
     explained = cli.json("explain", "task", "1", "--config", str(config), db=store)
     assert explained["throttle"]["throttled"] is True
     config.write_text(yaml.safe_dump({"throttle": {"limits": {"NQUEUECAP_Production default": 100}}}))
-    assert cli.json("generate", "--config", str(config), db=store)["jobs"] == 3
-    assert cli.json("generate", "--no-throttle", db=store)["jobs"] == 0  # nothing released is left
+    assert cli.json("generate", "--config", str(config), db=store)["counts"]["jobs"] == 3
+    assert cli.json("generate", "--no-throttle", db=store)["counts"]["jobs"] == 0  # nothing released is left
 
 
 def test_jobs_list_and_show(cli, store, tmp_path):
@@ -185,7 +185,7 @@ def test_candidates_that_became_full_leave_the_task_pending_with_that_reason(cli
     with monkeypatch.context() as patch:
         patch.setattr(generator, "pick_site", lambda candidates, state, rng, **_: (None, state))
         report = cli.json("generate", "--seed", "1", db=store)
-    assert report["jobs"] == 0 and "candidates became full" in report["items"][0]["reason"], report
+    assert report["counts"]["jobs"] == 0 and "candidates became full" in report["items"][0]["reason"], report
     status, files_used = run_sql(store, lambda conn: (conn.execute(select(tasks.c.status)).scalar_one(),
                                                       conn.execute(select(datasets.c.n_files_used).where(datasets.c.name == "ds.in")).scalar_one()))
     assert (status, files_used) == ("pending", 0)  # JEDI: no jobs -> pending; nothing is left claimed

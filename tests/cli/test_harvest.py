@@ -23,17 +23,17 @@ def fast(monkeypatch, tmp_path):
 def test_dry_run_decides_and_writes_nothing(cli, store, tmp_path, fast):
     make_batch_grid(cli, store, tmp_path, {"system": "local", "jobs_per_pilot": 2, "max_queued": 10}, n_files=5)
     report = cli.json("harvest", "--dry-run", db=store)
-    assert report["would_submit"] == 3  # ceil(5 activated / 2 per pilot)
+    assert report["counts"]["would_submit"] == 3  # ceil(5 activated / 2 per pilot)
     [item] = report["items"]
     assert item["site"] == SITE and "5 activated jobs / 2 per pilot" in item["reason"]
     assert pilots(cli, store) == []
-    assert cli.json("harvest", "--dry-run", "--limit", "1", db=store)["would_submit"] == 1
+    assert cli.json("harvest", "--dry-run", "--limit", "1", db=store)["counts"]["would_submit"] == 1
 
 
 def test_pilots_run_the_activated_jobs_and_end_finished(cli, store, tmp_path, fast):
     disk = make_batch_grid(cli, store, tmp_path, {"system": "local", "jobs_per_pilot": 2, "max_queued": 10}, n_files=4)
     report = cli.json("harvest", db=store)
-    assert report["submitted"] == 2
+    assert report["counts"]["submitted"] == 2
     rows = wait_pilots_ended(cli, store, 2)
     assert {row["state"] for row in rows} == {"finished"}, rows
     assert sum(row["n_jobs"] for row in rows) == 4 and all(row["batch_id"].startswith("local-") for row in rows)
@@ -41,7 +41,7 @@ def test_pilots_run_the_activated_jobs_and_end_finished(cli, store, tmp_path, fa
     assert [job["status"] for job in done] == ["finished"] * 4
     check_outputs_on_disk(store, disk, "harvest.test.1.out", 4)  # with the checksums the catalog registered
     again = cli.json("harvest", db=store)
-    assert again.get("submitted", 0) == 0 and again["items"][0]["reason"] == "no activated jobs"
+    assert again["counts"]["submitted"] == 0 and again["items"][0]["reason"] == "no activated jobs"
 
 
 def test_a_site_whose_pilots_fail_before_work_is_turned_off_and_back_on(cli, store, tmp_path, fast, monkeypatch):
@@ -53,7 +53,7 @@ def test_a_site_whose_pilots_fail_before_work_is_turned_off_and_back_on(cli, sto
     (broken / "__init__.py").write_text("")
     (broken / "__main__.py").write_text("import sys; print('no software here', file=sys.stderr); sys.exit(3)\n")
     monkeypatch.setenv("PYTHONPATH", str(broken.parent))
-    assert cli.json("harvest", db=store)["submitted"] == 2
+    assert cli.json("harvest", db=store)["counts"]["submitted"] == 2
     wait_pilots_ended(cli, store, 2)
     rows = pilots(cli, store)
     assert [(row["state"], row["exit_code"], row["n_jobs"]) for row in rows] == [("failed", 3, 0)] * 2

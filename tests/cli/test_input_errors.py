@@ -42,7 +42,8 @@ def test_integers_beyond_bigint_are_bad_input(cli, grid, args, field):
     before = row_counts(grid)
     line = one_line(cli(*args, db=grid, code=2))
     bound = f"at least -{2**63 - 1}" if "-" + BIG in args else f"at most {2**63 - 1}"
-    assert line == f"jedictl: error: {field}: must be {bound}"
+    what = "job id " if field == "JOB" else ""  # JOB (an id or TASK.INDEX) says which number is out of range
+    assert line == f"jedictl: error: {field}: {what}must be {bound}"
     assert row_counts(grid) == before
 
 

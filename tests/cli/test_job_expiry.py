@@ -53,7 +53,7 @@ def test_expired_jobs_are_closed_and_rebrokered(cli, store, tmp_path):
     _consistent(store)
     assert _expire(store, (parse_time(NOW) + timedelta(hours=2, minutes=26)).isoformat()).items == []  # nothing twice
     made = cli.json("generate", "--seed", "4", db=store, env={"JEDICTL_NOW": (parse_time(NOW) + timedelta(hours=3)).isoformat()})
-    assert made["jobs"] >= 2  # the two closed jobs are made again (and whatever the throttle held back)
+    assert made["counts"]["jobs"] >= 2  # the two closed jobs are made again (and whatever the throttle held back)
     history = run_sql(store, lambda conn: sorted(r.old_job_id for r in conn.execute(select(job_retry_history))))
     assert history == sorted([sent["job_id"], silent["job_id"]])
     _consistent(store)

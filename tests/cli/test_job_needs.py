@@ -36,7 +36,7 @@ def _jobs_with_limits(store) -> list:
 def test_the_walltime_filter_judges_n_files_per_job_files_not_one(cli, store, tmp_path):
     _grid(cli, store, tmp_path)
     report = _to_generate(cli, store, LONG)
-    assert report["jobs"] == 0
+    assert report["counts"]["jobs"] == 0
     assert _jobs_with_limits(store) == []  # before: 3 jobs of 445,000-505,000 s at sites allowing 172,800 s
     task = cli.json("task", "show", "1", db=store)
     # The task brokerage asks the same filters ("hint mode"): no nucleus has a site for such jobs.
@@ -50,7 +50,7 @@ def test_the_walltime_filter_judges_n_files_per_job_files_not_one(cli, store, tm
 def test_jobs_that_fit_are_still_made_when_one_job_is_short_enough(cli, store, tmp_path):
     _grid(cli, store, tmp_path)
     report = _to_generate(cli, store, {**LONG, "nFilesPerJob": 3})  # ~134,000-152,000 s: fits 172,800 s
-    assert report["jobs"] > 0
+    assert report["counts"]["jobs"] > 0
     for job in _jobs_with_limits(store):
         assert job.max_walltime <= job.site_walltime, job
 
@@ -64,7 +64,7 @@ def test_no_job_is_written_with_needs_its_site_refuses(cli, store, tmp_path):
         cli(*agent, "--now", NOW, db=store)
     run_sql(store, lambda conn: conn.execute(update(files).where(files.c.lfn.in_(["f.001.root", "f.002.root"])).values(ram_count=100_000)))
     report = cli.json("generate", "--seed", "1", "--now", NOW, db=store)
-    assert report["jobs"] == 0
+    assert report["counts"]["jobs"] == 0
     assert _jobs_with_limits(store) == []  # before: a job asking 90,000 MB at a site of 32,000 MB slots
     task = cli.json("task", "show", "1", db=store)
     assert task["status"] == "pending" and "memory: the job needs 90000 MB" in task["error_dialog"]

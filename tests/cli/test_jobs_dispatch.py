@@ -195,6 +195,8 @@ def test_table_and_tsv_show_one_row_per_job_and_a_note(cli, store, tmp_path):
     assert lines[1].split("\t") == ["3", "1.3", "901", "Production default", "1", lines[1].split("\t")[5], "2"]
     empty = cli("jobs", "dispatch", "--site", "MWT2", db=store)
     assert empty.stdout == "" and empty.stderr.strip() == "dispatched 0 job(s) to MWT2"
+    none = cli("jobs", "dispatch", "--site", "MWT2", "-o", "tsv", db=store).stdout  # a script reads "no job", not nothing
+    assert none == "job_id\ttask_job\tpriority\tgshare\tcores\tram_mb\tinputs\n"
     assert yaml.safe_load(cli("jobs", "dispatch", "--site", SITE, "-o", "yaml", db=store).stdout)["jobs"][0]["job_id"] == 4
 
 

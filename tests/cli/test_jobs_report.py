@@ -65,7 +65,9 @@ def test_finished_report_finishes_inputs_and_registers_outputs(cli, store, tmp_p
     _task(cli, store, tmp_path)
     job = _dispatch_all(cli, store)[0]
     result = _report(cli, store, _finished(job))
-    assert result["applied"] == 1 and result["items"][0]["status"] == "finished"
+    assert result["counts"]["applied"] == 1 and result["items"][0]["status"] == "finished"
+    assert result["counts"] == {"applied": 1, "duplicate": 0, "refused": 0}  # no count vanishes for being zero
+    assert set(result["items"][0]) == {"outcome", "line", "job_id", "status", "reason", "retry"}
     inputs = [i["lfn"] for i in job["inputs"]]
     assert {f["status"] for f in _files(store, inputs).values()} == {"finished"}
     assert {f["attempt_nr"] for f in _files(store, inputs).values()} == {1}
@@ -101,7 +103,7 @@ def test_failed_report_puts_inputs_back_and_the_next_job_records_the_retry(cli, 
     assert shown["status"] == "failed"
     _consistent(store)
     # The next generation makes a new job for them, attempt 2, and records where it came from.
-    assert cli.json("generate", "--seed", "2", db=store)["jobs"] == 1
+    assert cli.json("generate", "--seed", "2", db=store)["counts"]["jobs"] == 1
     history = run_sql(store, lambda conn: [tuple(r) for r in conn.execute(
         select(job_retry_history.c.old_job_id, job_retry_history.c.new_job_id, job_retry_history.c.relation_type))])
     new_job = run_sql(store, lambda conn: conn.execute(select(jobs.c.id, jobs.c.attempt_nr).where(jobs.c.id != job["job_id"])
@@ -114,7 +116,7 @@ def test_attempts_used_up_fail_the_file_and_kills_use_attempts_not_failures(cli,
     _task(cli, store, tmp_path, maxAttempt=2)
     first = _dispatch_all(cli, store)
     _report(cli, store, _failed(first[0]))
-    killed = cli.json("jobs", "kill", str(first[1]["job_id"]), "--code", "51", db=store)
+    killed = cli.json("jobs", "kill", str(first[1]["job_id"]), "--code", "51", db=store)["items"]
     assert killed[0]["outcome"] == "killed" and killed[0]["status"] == "closed"
     cli("generate", "--seed", "3", db=store)
     second = _dispatch_all(cli, store)
@@ -125,7 +127,7 @@ def test_attempts_used_up_fail_the_file_and_kills_use_attempts_not_failures(cli,
     lfns = [i["lfn"] for i in first[1]["inputs"]]
     assert {(f["status"], f["attempt_nr"], f["failed_attempt"]) for f in _files(store, lfns).values()} == {("failed", 2, 1)}
     assert _counters(store, "ds.in")["n_files_failed"] == 4
-    assert cli.json("generate", db=store)["jobs"] == 0  # nothing left to retry for them
+    assert cli.json("generate", db=store)["counts"]["jobs"] == 0  # nothing left to retry for them
     _consistent(store)
 
 
@@ -190,7 +192,7 @@ def test_pilot_field_names_are_accepted(cli, store, tmp_path):
     job = _dispatch_all(cli, store)[0]
     line = {"PandaID": job["job_id"], "jobStatus": "failed", "attemptNr": job["attempt_nr"], "pilotErrorCode": 1099,
             "pilotErrorDiag": "stage-in", "maxPSS": 123456, "startTime": "2026-11-21T10:00:00Z", "endTime": 1795000000}
-    assert _report(cli, store, line)["applied"] == 1
+    assert _report(cli, store, line)["counts"]["applied"] == 1
     row = run_sql(store, lambda conn: conn.execute(select(jobs).where(jobs.c.id == job["job_id"])).one())
     assert (row.error_source, row.error_code, row.error_diag, row.max_pss) == ("pilot", 1099, "stage-in", 123456)
 
@@ -198,18 +200,21 @@ def test_pilot_field_names_are_accepted(cli, store, tmp_path):
 def test_heartbeats_follow_panda_guards(cli, store, tmp_path):
     _task(cli, store, tmp_path)
     job = _dispatch_all(cli, store)[0]["job_id"]
-    beat = cli.json("jobs", "heartbeat", str(job), "--status", "running", db=store)
-    assert beat == [{"line": None, "job_id": job, "status": "running", "command": None, "reason": None}]
+    beat = cli.json("jobs", "heartbeat", str(job), "--status", "running", db=store)["items"]
+    assert beat == [{"outcome": "alive", "line": None, "job_id": job, "status": "running", "command": None, "reason": None}]
     started = run_sql(store, lambda conn: conn.execute(select(jobs.c.started_at).where(jobs.c.id == job)).scalar())
     assert started is not None
-    assert cli.json("jobs", "heartbeat", str(job), "--status", "holding", db=store)[0]["status"] == "holding"
-    back = cli.json("jobs", "heartbeat", str(job), "--status", "running", db=store)[0]
+    assert cli.json("jobs", "heartbeat", str(job), "--status", "holding", db=store)["items"][0]["status"] == "holding"
+    back = cli.json("jobs", "heartbeat", str(job), "--status", "running", db=store)["items"][0]
     assert back["status"] == "holding" and "not changed" in back["reason"]
     lines = "\n".join(json.dumps(b) for b in [{"job_id": 99999}, {"job_id": job, "attempt_nr": 5}])
-    replies = cli.json("jobs", "heartbeat", "--from", "-", db=store, input=lines)
+    replies = cli.json("jobs", "heartbeat", "--from", "-", db=store, input=lines)["items"]
     assert [r["command"] for r in replies] == ["tobekilled", "tobekilled"]
     cli("jobs", "report", "-", db=store, input=json.dumps({"job_id": job, "status": "failed", "error_source": "pilot", "error_code": 1}))
-    assert cli.json("jobs", "heartbeat", str(job), db=store)[0]["command"] == "alreadydone"
+    assert cli.json("jobs", "heartbeat", str(job), db=store)["items"][0]["command"] == "alreadydone"
+    # One object like every report (once a bare list): every count present, 0 included.
+    whole = cli.json("jobs", "heartbeat", str(job), db=store)
+    assert (whole["pass"], whole["counts"], whole["errors"]) == ("heartbeat", {"alive": 0, "tobekilled": 0, "alreadydone": 1}, 0)
     assert cli("jobs", "heartbeat", str(job), "--status", "finished", db=store, code=2).stderr.startswith("jedictl: error: heartbeat.status")
 
 
@@ -219,12 +224,12 @@ def test_kill_of_a_running_job_waits_for_its_executor(cli, store, tmp_path):
     cli("jobs", "heartbeat", str(running["job_id"]), db=store)
     activated = cli.json("jobs", "list", "--status", "activated", "--limit", "1", db=store)
     ids = [queued["job_id"], running["job_id"]] + [a["job_id"] for a in activated]
-    results = {r["job_id"]: r for r in cli.json("jobs", "kill", *map(str, ids), db=store)}
+    results = {r["job_id"]: r for r in cli.json("jobs", "kill", *map(str, ids), db=store)["items"]}
     assert results[queued["job_id"]]["outcome"] == "killed" and results[queued["job_id"]]["status"] == "cancelled"
     assert results[running["job_id"]]["outcome"] == "tobekilled" and results[running["job_id"]]["status"] == "running"
     for extra in activated:
         assert results[extra["job_id"]]["status"] == "cancelled"
-    assert cli.json("jobs", "heartbeat", str(running["job_id"]), db=store)[0]["command"] == "tobekilled"
+    assert cli.json("jobs", "heartbeat", str(running["job_id"]), db=store)["items"][0]["command"] == "tobekilled"
     # Its executor stops it and reports failed: a killed job ends cancelled, no failure counted.
     _report(cli, store, _failed(running, source="pilot", code=1144, diag="killed"))
     assert cli.json("jobs", "show", str(running["job_id"]), db=store)["status"] == "cancelled"
@@ -238,10 +243,29 @@ def test_kill_of_a_running_job_waits_for_its_executor(cli, store, tmp_path):
 
 def test_kill_a_whole_task(cli, store, tmp_path):
     task_id = _task(cli, store, tmp_path)
-    results = cli.json("jobs", "kill", "--task", str(task_id), db=store)
+    results = cli.json("jobs", "kill", "--task", str(task_id), db=store)["items"]
     assert results and {r["status"] for r in results} == {"cancelled"}
     assert _counters(store, "ds.in")["n_files_used"] == 0
     _consistent(store)
+
+
+def test_heartbeat_and_kill_take_task_index_as_jobs_show_does(cli, store, tmp_path):
+    """`jobs heartbeat 1.2` and `jobs kill 1.2`: the README's job reference works for every JOB argument."""
+    task_id = _task(cli, store, tmp_path)
+    jobs_by_index = {j["task_job"]: j["job_id"] for j in cli.json("jobs", "list", "--task", str(task_id), db=store)}
+    site = cli.json("jobs", "show", f"{task_id}.2", db=store)["site"]
+    cli("jobs", "dispatch", "--site", site, "--task", str(task_id), "--count", "1", db=store)
+    sent = [j for j in cli.json("jobs", "list", "--task", str(task_id), "--status", "sent", db=store)]
+    ref = sent[0]["task_job"]
+    beat = cli.json("jobs", "heartbeat", ref, "--status", "running", db=store)["items"]
+    assert [b["job_id"] for b in beat] == [jobs_by_index[ref]] and beat[0]["status"] == "running"
+    killed = cli.json("jobs", "kill", ref, db=store)["items"]
+    assert [(k["job_id"], k["outcome"]) for k in killed] == [(jobs_by_index[ref], "tobekilled")]
+    queued = [ref for ref in jobs_by_index if ref not in {j["task_job"] for j in sent}][0]
+    assert cli.json("jobs", "kill", queued, str(jobs_by_index[ref]), db=store)["items"][0]["outcome"] == "killed"
+    assert cli("jobs", "kill", f"{task_id}.999", db=store, code=2).stderr.strip() == f"jedictl: error: job {task_id}.999 does not exist"
+    assert cli("jobs", "heartbeat", f"{task_id}.0", db=store, code=2).stderr.startswith("jedictl: error: JOB: job index must be at least 1")
+    assert "JOB: must be a job id" in cli("jobs", "kill", "x.y", db=store, code=2).stderr
 
 
 RULES = """
@@ -310,7 +334,7 @@ def test_one_transaction_per_job_gives_the_same_result(cli, store, tmp_path):
     lines = "".join(json.dumps(_finished(j) if j["job_id"] % 2 else _failed(j)) + "\n" for j in dispatched)
     result = json.loads(cli("jobs", "report", "-", "-o", "json", db=store, input=lines,
                             env={"JEDICTL_REPORT__BATCH_SIZE": "1"}).stdout)
-    assert result["applied"] == len(dispatched)
+    assert result["counts"]["applied"] == len(dispatched)
     _consistent(store)
 
 

@@ -35,7 +35,7 @@ def test_a_task_runs_to_the_end_through_failures_and_retries(cli, store, tmp_pat
     for rounds in range(1, 40):
         cli("generate", "--seed", str(rounds), db=store)
         ran = cli.json("simulate", "--seed", str(rounds), "--failure-rate", "0.4", db=store)
-        if ran["jobs"] == 0:
+        if ran["counts"]["jobs"] == 0:
             break
         _consistent(store)
     inputs, links, history, statuses, counters = run_sql(store, _state)

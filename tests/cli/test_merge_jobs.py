@@ -40,7 +40,7 @@ def _by_type(conn, kind: str):
 
 def test_pre_merge_jobs_write_unmerged_files_and_merge_jobs_combine_them_per_site(cli, store, tmp_path):
     task_id = _task(cli, store, tmp_path)
-    assert cli.json("generate", "--seed", "1", db=store)["jobs"] == 25
+    assert cli.json("generate", "--seed", "1", db=store)["counts"]["jobs"] == 25
     # Two sites ran the pre-merge jobs (the odd ones moved by hand): merges must not mix them.
     run_sql(store, lambda conn: conn.execute(update(jobs).where(jobs.c.id % 2 == 1).values(site="CERN-PROD_GRID")))
     pre = _dispatch_all(cli, store)
@@ -54,7 +54,7 @@ def test_pre_merge_jobs_write_unmerged_files_and_merge_jobs_combine_them_per_sit
     report = cli.json("generate", "--seed", "2", db=store)
     merges = [j for j in run_sql(store, _jobs) if j["kind"] == "merge"]
     per_site = Counter(job["site"] for job in done)
-    assert report["jobs"] == len(merges) == sum(n // 4 for n in per_site.values())  # full groups of nFilesPerMergeJob only
+    assert report["counts"]["jobs"] == len(merges) == sum(n // 4 for n in per_site.values())  # full groups of nFilesPerMergeJob only
     for merge in merges:
         assert merge["current_priority"] == 5000 and merge["processing_type"] == "pmerge"
         assert merge["transformation"] == "merge.py" and merge["status"] == "activated"
@@ -115,7 +115,7 @@ def test_a_throttled_queue_still_gets_merge_jobs(cli, store, tmp_path):
     assert "running_cap" in json.dumps(cli.json("explain", "task", "1", db=store, env=throttled))
     report = cli.json("generate", "--seed", "2", db=store, env=throttled)
     merges = [j for j in run_sql(store, _jobs) if j["kind"] == "merge"]
-    assert merges and report["jobs"] == len(merges) == 2  # ten unmerged files: two full merges of four
+    assert merges and report["counts"]["jobs"] == len(merges) == 2  # ten unmerged files: two full merges of four
 
 
 def test_a_failed_producer_does_not_let_the_task_end_before_every_unmerged_file_is_merged(cli, store, tmp_path):

@@ -37,7 +37,7 @@ def test_a_task_runs_to_finished_with_its_outputs_on_disk_as_registered(cli, sto
     disk = grid.make_grid(cli, store, tmp_path, n_files=3)
     code, report, stderr = grid.run_pilot(store, "--once", "--jobs", "10", "--workdir", str(tmp_path / "work"))
     assert code == 0, stderr
-    assert (report["jobs"], report["finished"], report["failed"]) == (3, 3, 0), stderr
+    assert (report["counts"]["jobs"], report["counts"]["finished"], report["counts"]["failed"]) == (3, 3, 0), stderr
     jobs = grid.shown_jobs(cli, store)
     assert [j["status"] for j in jobs] == ["finished"] * 3
     for job in jobs:
@@ -85,7 +85,7 @@ def test_two_slots_run_two_payloads_at_once(cli, store, tmp_path):
     code, report, stderr = grid.run_pilot(store, "--once", "--slots", "2",
                                           env={"PILOT_TEST_MODE": "sleep1.5", "PILOT_TEST_PIDS": str(stamps)})
     assert code == 0, stderr
-    assert report["finished"] == 2
+    assert report["counts"]["finished"] == 2
     starts = sorted(float(line.split()[1]) for line in stamps.read_text().splitlines())
     assert len(starts) == 2 and starts[1] - starts[0] < 1.5  # the second started while the first still slept
     first, second = grid.shown_jobs(cli, store)
@@ -105,7 +105,7 @@ def test_a_container_job_runs_through_the_site_runtime(cli, store, tmp_path):
     code, report, stderr = grid.run_pilot(store, "--once", "--workdir", str(tmp_path / "work"),
                                           env={"PATH": f"{bin_dir}:{os.environ['PATH']}"})
     assert code == 0, stderr
-    assert report["finished"] == 1
+    assert report["counts"]["finished"] == 1
     argv = record.read_text().splitlines()
     workdir = str(tmp_path / "work" / "job-1.1")
     assert argv[:6] == ["exec", "--bind", workdir, "--pwd", workdir, "docker://example/image:1"]
@@ -118,14 +118,14 @@ def test_a_payload_exiting_non_zero_fails_as_trans_and_is_retried(cli, store, tm
     grid.make_grid(cli, store, tmp_path, n_files=1)
     code, report, stderr = grid.run_pilot(store, "--once", env={"PILOT_TEST_MODE": "fail"})
     assert code == 0, stderr
-    assert report["failed"] == 1
+    assert report["counts"]["failed"] == 1
     job = grid.shown_jobs(cli, store)[0]
     assert grid.failure(job) == ("failed", "trans", 7)
     assert run_sql(store, lambda conn: conn.execute(select(jobs.c.trans_exit_code).where(jobs.c.id == job["job_id"])).scalar_one()) == 7
     assert "something went wrong" in job["error_diag"]
     grid.generate(cli, store)  # the input went back to ready with an attempt used: a new job for it
     code, report, stderr = grid.run_pilot(store, "--once")
-    assert code == 0 and report["finished"] == 1, stderr
+    assert code == 0 and report["counts"]["finished"] == 1, stderr
     retry = grid.shown_jobs(cli, store)[1]
     assert (retry["status"], retry["attempt_nr"]) == ("finished", 2)
 
@@ -223,7 +223,7 @@ def test_kill_9_of_the_pilot_loses_nothing_the_watchdog_closes_the_job_and_its_i
     assert job["status"] == "closed"
     grid.generate(cli, store)
     code, report, stderr = grid.run_pilot(store, "--once")
-    assert code == 0 and report["finished"] == 1, stderr
+    assert code == 0 and report["counts"]["finished"] == 1, stderr
     assert [(j["status"], j["attempt_nr"]) for j in grid.shown_jobs(cli, store)] == [("closed", 1), ("finished", 2)]
 
 
@@ -278,7 +278,7 @@ def test_a_refused_report_leaves_no_output_file(cli, store, tmp_path):
     code, report, stderr = grid.run_pilot(store, "--once", env={"PILOT_TEST_MODE": "close-self", "JEDICTL_DB": store,
                                                                 "JEDICTL_PILOT__HEARTBEAT_SECONDS": "600"})
     assert code == 1, stderr
-    assert report["error"] == 1 and "already" in report["items"][0]["reason"]
+    assert report["counts"]["error"] == 1 and "already" in report["items"][0]["reason"]
     assert "report not accepted: outputs removed" in stderr  # they were written, then taken back
     assert grid.shown_jobs(cli, store)[0]["status"] == "cancelled"  # by the kill, not by the refused report
     assert _outputs_on_disk(disk) == []
@@ -297,4 +297,4 @@ def test_no_work_with_once_exits_0_at_once(cli, store, tmp_path):
     cli("jobs", "kill", "1", db=store)
     code, report, stderr = grid.run_pilot(store, "--once", timeout=60)
     assert code == 0, stderr
-    assert (report["jobs"], report["finished"], report["failed"]) == (0, 0, 0)
+    assert (report["counts"]["jobs"], report["counts"]["finished"], report["counts"]["failed"]) == (0, 0, 0)

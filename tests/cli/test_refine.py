@@ -27,7 +27,7 @@ def test_every_documented_example_is_refined(cli, store):
     # The event-split task is submitted first: it is the child example's parent (task 1).
     ids = {name: _submit_example(cli, store, name) for name in ["event-split", "analysis", "generation", "secondaries", "merge", "child"]}
     report = cli.json("refine", db=store)
-    assert (report["defined"], report["pending"]) == (5, 1)
+    assert (report["counts"]["defined"], report["counts"]["pending"]) == (5, 1)
     shown = {name: cli.json("task", "show", str(task_id), db=store) for name, task_id in ids.items()}
 
     simul = shown["event-split"]
@@ -72,12 +72,12 @@ def test_child_is_refined_once_its_parent_is_done(cli, store):
     child = _submit_example(cli, store, "child")
     cli("refine", db=store)
     again = cli.json("refine", db=store)  # still waiting: no new history line
-    assert again["pending"] == 1
+    assert again["counts"]["pending"] == 1
     history = cli.json("task", "show", str(child), db=store)["status_history"]
     assert [h["status"] for h in history] == ["registered", "pending"]
 
     run_sql(store, lambda conn: conn.execute(update(tasks).where(tasks.c.id == parent).values(status="done")))
-    assert cli.json("refine", db=store)["defined"] == 1
+    assert cli.json("refine", db=store)["counts"]["defined"] == 1
     shown = cli.json("task", "show", str(child), db=store)
     assert shown["status"] == "defined" and shown["old_status"] is None and shown["error_dialog"] is None
     assert [h["status"] for h in shown["status_history"]] == ["registered", "pending", "defined"]
@@ -88,7 +88,7 @@ def test_child_of_a_failed_parent_breaks(cli, store):
     child = _submit_example(cli, store, "child")
     run_sql(store, lambda conn: conn.execute(update(tasks).where(tasks.c.id == parent).values(status="aborted")))
     report = cli.json("refine", db=store)
-    assert report["broken"] == 1
+    assert report["counts"]["broken"] == 1
     shown = cli.json("task", "show", str(child), db=store)
     assert (shown["status"], shown["error_dialog"]) == ("broken", "parent task 1 is aborted")
 
@@ -99,7 +99,7 @@ def test_no_wait_parent_child_starts_once_the_parent_is_refined(cli, store):
     spec["dependencies"] = {"no_wait_parent": True}
     child = cli.json("submit", "-", db=store, input=yaml.safe_dump(spec))["task_id"]
     report = cli.json("refine", "--limit", "1", db=store)  # only the parent this time
-    assert report["defined"] == 1
+    assert report["counts"]["defined"] == 1
     cli("refine", db=store)
     assert cli.json("task", "show", str(child), db=store)["status"] == "defined"
     assert parent == 1
@@ -111,7 +111,7 @@ def test_unrefinable_task_breaks_and_the_pass_goes_on(cli, store, tmp_path):
     bad = _submit_example(cli, store, "secondaries")  # processing_type pile: no queue
     good = _submit_example(cli, store, "generation")  # evgen
     report = cli.json("refine", "--config", str(config), db=store)
-    assert (report["broken"], report["defined"]) == (1, 1)
+    assert (report["counts"]["broken"], report["counts"]["defined"]) == (1, 1)
     broken = cli.json("task", "show", str(bad), db=store)
     assert broken["status"] == "broken"
     assert broken["error_dialog"] == "no work queue serves vo wlcg and label managed for this task"

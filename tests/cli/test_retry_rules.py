@@ -45,7 +45,7 @@ def test_example_imports_and_lists_with_filters(cli, store):
     table = cli("retry-rules", "list", db=store).stdout
     assert table.splitlines()[0].split() == ["id", "error_source", "error_code", "message_pattern", "action", "parameters", "scope",
                                              "active", "expires_at", "description"]
-    assert '{"prod_source_label":"managed"}' in table
+    assert 'prod_source_label: managed' in table  # mappings read as key: value in a table (JSON stays in tsv)
     tsv = cli("retry-rules", "list", "-o", "tsv", "--code", "65", db=store).stdout.splitlines()
     assert len(tsv) == 2 and tsv[1].split("\t")[:5] == ["4", "trans", "65", ".*(corrupted|truncated) input file", "no_retry"]
 
@@ -142,7 +142,12 @@ def test_match_picks_the_one_rule_that_acts(cli, store):
     cli("retry-rules", "import", "-", db=store, input=MATCH_RULES)
 
     def match(*args: str) -> dict | None:
-        return json.loads(cli("retry-rules", "match", *args, "-o", "json", "--now", "2024-05-01T00:00:00", db=store).stdout)
+        answer = json.loads(cli("retry-rules", "match", *args, "-o", "json", "--now", "2024-05-01T00:00:00", db=store).stdout)
+        assert set(answer) == {"matched", "rule", "mode", "outranked"}  # one shape, a rule found or not (never `null`)
+        if not answer["matched"]:
+            assert (answer["rule"], answer["mode"], answer["outranked"]) == (None, None, [])
+            return None
+        return {**answer["rule"], "mode": answer["mode"], "outranked": answer["outranked"]}
 
     generic = match("--source", "trans", "--code", "65")
     assert (generic["id"], generic["parameters"], generic["mode"], generic["outranked"]) == (1, {"maxAttempt": 3}, "acts", [])
@@ -172,9 +177,9 @@ def test_match_picks_the_one_rule_that_acts(cli, store):
 def test_match_with_the_example_file(cli, store):
     cli("retry-rules", "import", str(EXAMPLE), db=store)
     found = cli.json("retry-rules", "match", "--source", "trans", "--code", "65", "--diag",
-                     "ERROR: corrupted input file EVNT.01234._000042.pool.root.1", db=store)
+                     "ERROR: corrupted input file EVNT.01234._000042.pool.root.1", db=store)["rule"]
     assert (found["action"], found["error_code"]) == ("no_retry", 65)
     assert cli("retry-rules", "match", "--source", "trans", "--code", "65", "--diag", "segmentation violation", db=store).stdout == "no rule matches\n"
-    assert cli.json("retry-rules", "match", "--source", "jobdispatcher", "--code", "100", db=store)["parameters"] == {"maxAttempt": 3}
-    assert cli.json("retry-rules", "match", "--source", "pilot", "--code", "1328", "--label", "managed", db=store)["id"] == 6
+    assert cli.json("retry-rules", "match", "--source", "jobdispatcher", "--code", "100", db=store)["rule"]["parameters"] == {"maxAttempt": 3}
+    assert cli.json("retry-rules", "match", "--source", "pilot", "--code", "1328", "--label", "managed", db=store)["rule"]["id"] == 6
     assert cli("retry-rules", "match", "--source", "pilot", "--code", "1328", db=store).stdout == "no rule matches\n"

@@ -31,10 +31,27 @@ def test_run_once_runs_every_agent_in_pipeline_order(cli, store, tmp_path):
     result = cli.json("run", "--once", "--seed", "1", db=store)
     assert [p["pass"] for p in result["passes"]] == AGENTS
     by_pass = {p["pass"]: p for p in result["passes"]}
-    assert by_pass["refine"]["defined"] == 2 and by_pass["generate"]["jobs"] > 0
+    assert by_pass["refine"]["counts"]["defined"] == 2 and by_pass["generate"]["counts"]["jobs"] > 0
     assert all(p["duration_s"] >= 0 for p in result["passes"])
     only = cli.json("run", "--agents", "watch,refine", db=store)
     assert [p["pass"] for p in only["passes"]] == ["refine", "watch"]  # pipeline order, whatever the list says
+    one = cli.json("run", "--agents", "watch", db=store)
+    assert list(one) == ["passes"] and [p["pass"] for p in one["passes"]] == ["watch"]  # one shape, however many agents
+    assert all(list(p) == ["pass", "counts", "errors", "duration_s", "items"] for p in result["passes"])
+
+
+def test_item_tables_go_to_stdout_under_a_heading_naming_their_pass(cli, store, tmp_path):
+    _submit(cli, store, tmp_path)
+    result = cli("run", "--seed", "1", db=store)
+    lines = result.stdout.splitlines()
+    # broker's items carry reasons (the nucleus chosen): its table, headed "broker", is on stdout
+    at = lines.index("broker")
+    assert lines[at + 1].split() == ["outcome", "task_id", "reason"] and "nucleus" in lines[at + 3]
+    assert "broker:" in result.stderr and "broker" not in result.stderr.replace("broker:", "")  # the counts stay on stderr
+    tsv = cli("run", "--seed", "2", "-o", "tsv", db=store).stdout.splitlines()
+    assert tsv[0].split("\t")[:2] == ["pass", "outcome"] and {line.split("\t")[0] for line in tsv[1:]} <= set(AGENTS)
+    # nothing to report is still a table for a script: the header line (it printed nothing at all)
+    assert cli("finalize", "-o", "tsv", "--now", "2020-01-01T00:00:00", db=store).stdout == "pass\toutcome\n"
 
 
 def test_bad_agent_names_and_options_are_refused_without_touching_the_store(cli, store, tmp_path):

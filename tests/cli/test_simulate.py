@@ -84,7 +84,7 @@ def test_a_job_past_its_walltime_is_killed_by_the_pilot_with_1213(cli, store, tm
     made = _jobs(store)
     assert made and all(0 < job.max_walltime < 1000 for job in made)
     ran = cli.json("simulate", "--seed", "1", "--failure-rate", "0", "--now", NOW, db=store)
-    assert ran["jobs"] == len(made) and ran["finished"] == 0
+    assert ran["counts"]["jobs"] == len(made) and ran["counts"]["finished"] == 0
     for job in _jobs(store):
         assert (job.status, job.error_source, job.error_code) == ("failed", "pilot", 1213), job
         assert job.error_diag == "Reached batch system time limit"

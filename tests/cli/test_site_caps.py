@@ -61,11 +61,11 @@ def test_generate_stops_at_a_sites_max_queued_and_names_the_cap(cli, store, tmp_
     _ready(cli, store)
     report = cli.json("generate", "--seed", "1", "--now", NOW, db=store)
     assert _per_site(store) == {SITE: 2, "BNL_PROD": 3}  # before: all 13 jobs on the two sites
-    assert report["jobs"] == 5
+    assert report["counts"]["jobs"] == 5
     item = next(i for i in report["items"] if i.get("task_id") == task_id)
     assert "max_queued" in (item.get("reason") or ""), item
     # The rest waits: the next pass makes nothing, and explain names the cap that stopped each site.
-    assert cli.json("generate", "--seed", "2", "--now", NOW, db=store)["jobs"] == 0
+    assert cli.json("generate", "--seed", "2", "--now", NOW, db=store)["counts"]["jobs"] == 0
     trail = {row["site"]: row for row in cli.json("explain", "task", str(task_id), db=store)["brokerage"]}
     assert trail[SITE]["rule"] == "site_caps" and "max_queued (NoPendingSlot): site pending 2 >= 2" in trail[SITE]["message"]
     assert trail["BNL_PROD"]["rule"] == "site_caps"

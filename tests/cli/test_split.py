@@ -31,20 +31,20 @@ def jobs(*args: str, document: object = FILESET) -> list[dict]:
 
 def test_event_based_contract():
     assert jobs("--algorithm", "EventBased", "--param", "events_per_job=100") == [
-        {"files": ["/store/a.root"], "first_event": 0, "last_event": 99, "lumis": None, "locations": ["T1_A"], "failed": False},
-        {"files": ["/store/a.root"], "first_event": 100, "last_event": 149, "lumis": None, "locations": ["T1_A"], "failed": False},
-        {"files": ["/store/b.root"], "first_event": 0, "last_event": 49, "lumis": None, "locations": ["T1_A"], "failed": False},
-        {"files": ["/store/c.root"], "first_event": None, "last_event": None, "lumis": None, "locations": ["T2_B"], "failed": False},
+        {"files": ["/store/a.root"], "first_event": 0, "last_event": 99, "lumis": None, "locations": ["T1_A"], "failed": False, "short": False},
+        {"files": ["/store/a.root"], "first_event": 100, "last_event": 149, "lumis": None, "locations": ["T1_A"], "failed": False, "short": False},
+        {"files": ["/store/b.root"], "first_event": 0, "last_event": 49, "lumis": None, "locations": ["T1_A"], "failed": False, "short": False},
+        {"files": ["/store/c.root"], "first_event": None, "last_event": None, "lumis": None, "locations": ["T2_B"], "failed": False, "short": False},
     ]
 
 
 def test_lumi_based_contract_and_failed_jobs():
     assert jobs("-a", "LumiBased", "-p", "lumis_per_job=2", "-p", "siteBlacklist=T2_B") == [
-        {"files": ["/store/a.root"], "first_event": None, "last_event": None, "lumis": {"1": [[1, 2]]}, "locations": ["T1_A"], "failed": False},
+        {"files": ["/store/a.root"], "first_event": None, "last_event": None, "lumis": {"1": [[1, 2]]}, "locations": ["T1_A"], "failed": False, "short": False},
         {"files": ["/store/a.root", "/store/b.root"], "first_event": None, "last_event": None, "lumis": {"1": [[3, 3], [4, 4]]},
-         "locations": ["T1_A"], "failed": False},
-        {"files": ["/store/b.root"], "first_event": None, "last_event": None, "lumis": {"1": [[5, 5]]}, "locations": ["T1_A"], "failed": False},
-        {"files": ["/store/c.root"], "first_event": None, "last_event": None, "lumis": {"2": [[1, 1]]}, "locations": [], "failed": True},
+         "locations": ["T1_A"], "failed": False, "short": False},
+        {"files": ["/store/b.root"], "first_event": None, "last_event": None, "lumis": {"1": [[5, 5]]}, "locations": ["T1_A"], "failed": False, "short": False},
+        {"files": ["/store/c.root"], "first_event": None, "last_event": None, "lumis": {"2": [[1, 1]]}, "locations": [], "failed": True, "short": False},
     ]
 
 
@@ -54,6 +54,7 @@ def test_jedi_with_panda_and_jedictl_option_names(tmp_path: Path):
     result = invoke(["split", "--algorithm", "jedi", "--param", "nFilesPerJob=2", "-o", "json", str(path)])
     assert result.exit_code == 0, result.stderr
     assert [job["files"] for job in json.loads(result.stdout)["jobs"]] == [["/store/a.root", "/store/b.root"], ["/store/c.root"]]
+    assert [job["short"] for job in json.loads(result.stdout)["jobs"]] == [False, True]  # the table's "short", for scripts too
     events = jobs("-a", "jedi", "-p", "n_events_per_job=100")
     # a ends at event 149, so b's range starting at 0 continues the job (100 events from a's event 100);
     # c has no events and joins as a whole file. Locations are the sites holding every file of the job.
@@ -68,7 +69,7 @@ def test_open_fileset_waits_for_enough_work():
     open_set = dict(FILESET, closed=False)
     assert jobs("-a", "MinFileBased", "-p", "files_per_job=2", document=open_set) == [
         {"files": ["/store/a.root", "/store/b.root"], "first_event": None, "last_event": None, "lumis": None,
-         "locations": ["T1_A"], "failed": False}]
+         "locations": ["T1_A"], "failed": False, "short": False}]
 
 
 def test_table_output_and_summary_on_stderr():

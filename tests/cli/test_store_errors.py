@@ -137,7 +137,7 @@ def test_pass_errors_are_one_line_each_on_stderr_with_the_sql_only_at_vv(cli, st
     assert "jedictl: error: feed: Exception: UNIQUE constraint failed: tasks.name\n" in plain.stderr
     assert "INSERT INTO" not in plain.stdout + plain.stderr and "secret.parameter" not in plain.stdout + plain.stderr
     scripted = cli("run", "-o", "json", db=store, code=1)
-    assert [p["pass"] for p in json.loads(scripted.stdout)["passes"] if p.get("error")] == ["feed", "finalize"]
+    assert [p["pass"] for p in json.loads(scripted.stdout)["passes"] if p["errors"]] == ["feed", "finalize"]
     assert scripted.stderr.count("jedictl: error: ") == 2 and "INSERT INTO" not in scripted.stdout + scripted.stderr
     traced = cli("run", "-q", "-vv", db=store, code=1)
     assert "Traceback" in traced.stderr and "INSERT INTO tasks (name) VALUES (?)" in traced.stderr

@@ -108,15 +108,15 @@ def test_kill_waits_in_toabort_for_jobs_on_workers(cli, store, tmp_path):
     statuses = _job_statuses(store, task_id)
     assert statuses[running["job_id"]] == "running" and statuses[sent["job_id"]] == "cancelled"
     assert {s for j, s in statuses.items() if j != running["job_id"]} == {"cancelled"}
-    assert cli.json("jobs", "heartbeat", str(running["job_id"]), db=store)[0]["command"] == "tobekilled"
+    assert cli.json("jobs", "heartbeat", str(running["job_id"]), db=store)["items"][0]["command"] == "tobekilled"
     # Once the executor has stopped it, no job is live: finalize's `toabort -> aborted` can follow.
-    assert cli.json("finalize", db=store).get("aborted", 0) == 0  # not while a killed job is on a worker
+    assert cli.json("finalize", db=store)["counts"]["aborted"] == 0  # not while a killed job is on a worker
     _report(cli, store, _failed(running, diag="killed"))
     assert set(_job_statuses(store, task_id).values()) == {"cancelled"}
-    assert cli.json("generate", db=store)["jobs"] == 0  # nothing is generated for a task being aborted
+    assert cli.json("generate", db=store)["counts"]["jobs"] == 0  # nothing is generated for a task being aborted
     refused = _command(cli, store, "kill", str(task_id), code=2)
     assert refused.stderr.startswith(f"jedictl: error: cannot kill task {task_id}: its status is toabort (")
-    assert cli.json("finalize", db=store)["aborted"] == 1
+    assert cli.json("finalize", db=store)["counts"]["aborted"] == 1
     assert _task_row(store, task_id)["status"] == "aborted"
     _consistent(store)
 
@@ -157,11 +157,11 @@ def test_retry_of_a_failed_task_retries_only_its_unsuccessful_inputs(cli, store,
     task_id = _task(cli, store, tmp_path, maxAttempt=1)
     dispatched = _dispatch_all(cli, store)
     _report(cli, store, *[_failed(j) for j in dispatched[:2]], *[_finished(j) for j in dispatched[2:]])
-    while cli.json("generate", db=store)["jobs"]:  # the rest run to the end
+    while cli.json("generate", db=store)["counts"]["jobs"]:  # the rest run to the end
         _report(cli, store, *[_finished(j) for j in _dispatch_all(cli, store)])
     failed_lfns = {i["lfn"] for j in dispatched[:2] for i in j["inputs"]}
     assert {lfn for lfn, f in _files(store).items() if f["status"] == "failed"} == failed_lfns
-    assert cli.json("finalize", db=store)["finished"] == 1  # 21 of 25 inputs processed
+    assert cli.json("finalize", db=store)["counts"]["finished"] == 1  # 21 of 25 inputs processed
 
     result = _command(cli, store, "retry", str(task_id))
     assert (result["previous"], result["status"], result["files"]) == ("finished", "ready", {"retried": 4})
@@ -174,12 +174,12 @@ def test_retry_of_a_failed_task_retries_only_its_unsuccessful_inputs(cli, store,
     assert _counter(store, "ds.in", "n_files_failed") == 0
     _consistent(store)
     # Only the retried files get jobs.
-    assert cli.json("generate", "--seed", "2", db=store)["jobs"] == 2
+    assert cli.json("generate", "--seed", "2", db=store)["counts"]["jobs"] == 2
     new = _dispatch_all(cli, store)
     assert {i["lfn"] for j in new for i in j["inputs"]} == failed_lfns
     _report(cli, store, *[_finished(j) for j in new])
     assert _counter(store, "ds.in", "n_files_finished") == 25
-    assert cli.json("finalize", db=store)["done"] == 1
+    assert cli.json("finalize", db=store)["counts"]["done"] == 1
     _consistent(store)
 
 
@@ -188,7 +188,7 @@ def test_retry_with_max_attempt_and_of_a_task_with_nothing_to_retry(cli, store, 
     first = _dispatch_all(cli, store)[0]
     _report(cli, store, _failed(first))
     cli("jobs", "kill", "--task", str(task_id), db=store)  # killed jobs use the only attempt: every input failed
-    assert cli.json("finalize", db=store)["failed"] == 1
+    assert cli.json("finalize", db=store)["counts"]["failed"] == 1
     result = _command(cli, store, "retry", str(task_id), "--max-attempt", "3")
     assert result["status"] == "ready"
     lfns = {i["lfn"] for i in first["inputs"]}
@@ -242,13 +242,13 @@ def test_incexec_picks_up_new_files_with_the_new_parameters(cli, store, tmp_path
             break
         _report(cli, store, *[_finished(j) for j in dispatched])
         cli("generate", db=store)
-    assert cli.json("finalize", db=store)["done"] == 1
+    assert cli.json("finalize", db=store)["counts"]["done"] == 1
     new_files = tmp_path / "new.yaml"
     new_files.write_text(yaml.safe_dump([{"lfn": f"f.{i:03d}.root", "size": 1_000_000, "events": 100} for i in range(26, 29)]))
     cli("data", "open", "ds.in", db=store)
     cli("data", "add-files", "ds.in", str(new_files), db=store)
     cli("data", "close", "ds.in", db=store)
-    assert cli.json("feed", db=store).get("rescanned", 0) == 0  # a done task is not looked at again by itself
+    assert cli.json("feed", db=store)["counts"]["rescanned"] == 0  # a done task is not looked at again by itself
 
     changes = tmp_path / "changes.yaml"
     changes.write_text("nFilesPerJob: 1\nexcludedSite: [CERN-PROD_GRID]\n")
@@ -261,9 +261,9 @@ def test_incexec_picks_up_new_files_with_the_new_parameters(cli, store, tmp_path
     assert [h["status"] for h in shown["status_history"]][-2:] == ["toincexec", "defined"]
     _consistent(store)
 
-    assert cli.json("feed", db=store)["ready"] == 1
+    assert cli.json("feed", db=store)["counts"]["ready"] == 1
     assert _counter(store, "ds.in", "n_files") == 28
-    assert cli.json("generate", "--seed", "3", db=store)["jobs"] == 3  # one job per new file
+    assert cli.json("generate", "--seed", "3", db=store)["counts"]["jobs"] == 3  # one job per new file
     new = _dispatch_all(cli, store)
     assert sorted(i["lfn"] for j in new for i in j["inputs"]) == ["f.026.root", "f.027.root", "f.028.root"]
     assert "CERN-PROD_GRID" not in {j["site"] for j in cli.json("jobs", "list", "--task", str(task_id), "--status", "sent", db=store)}
@@ -302,7 +302,7 @@ def test_reassign_closes_queued_jobs_and_regenerates_them_at_the_new_site(cli, s
     assert [h[0] for h in _history(cli, store, task_id)][-2:] == ["toreassign", "running"]
     _consistent(store)
 
-    generated = cli.json("generate", "--seed", "2", db=store)["jobs"]
+    generated = cli.json("generate", "--seed", "2", db=store)["counts"]["jobs"]
     assert generated > 0
     new = cli.json("jobs", "list", "--task", str(task_id), "--status", "activated", "--limit", "1000", db=store)
     assert len(new) == generated and {j["site"] for j in new} == {"CERN-PROD_GRID"}
@@ -334,21 +334,22 @@ def test_soft_finish_waits_for_running_jobs_then_settles_to_passed(cli, store, t
     statuses = _job_statuses(store, task_id)
     assert (statuses[running["job_id"]], statuses[sent["job_id"]]) == ("running", "sent")  # on workers: they may end
     assert {s for j, s in statuses.items() if j not in (running["job_id"], sent["job_id"])} == {"cancelled"}
-    assert cli.json("generate", db=store)["jobs"] == 0
-    assert cli.json("task", "settle", db=store) == []  # jobs are still on workers
-    settled = cli.json("task", "settle", str(task_id), db=store)
+    assert cli.json("generate", db=store)["counts"]["jobs"] == 0
+    nothing = cli.json("task", "settle", db=store)  # jobs are still on workers
+    assert (nothing["pass"], nothing["counts"], nothing["items"]) == ("settle", {"applied": 0, "waiting": 0, "unchanged": 0}, [])
+    settled = cli.json("task", "settle", str(task_id), db=store)["items"]
     assert [(s["task_id"], s["outcome"], s["message"]) for s in settled] == [(task_id, "waiting", "2 jobs still live")]
 
     _report(cli, store, _finished(running), _finished(sent))
-    settled = cli.json("task", "settle", "--now", LATER, db=store)
+    settled = cli.json("task", "settle", "--now", LATER, db=store)["items"]
     assert [(s["task_id"], s["status"], s["outcome"]) for s in settled] == [(task_id, "passed", "applied")]
     records = _files(store)
     assert sum(1 for f in records.values() if f["status"] == "finished") == 4
     assert {f["status"] for f in records.values()} == {"finished", "failed"}
     assert (_counter(store, "ds.in", "n_files_finished"), _counter(store, "ds.in", "n_files_failed")) == (4, 21)
     assert [h[0] for h in _history(cli, store, task_id)][-2:] == ["finishing", "passed"]
-    assert cli.json("task", "settle", db=store) == []
-    assert cli.json("finalize", db=store)["finished"] == 1
+    assert cli.json("task", "settle", db=store)["items"] == []
+    assert cli.json("finalize", db=store)["counts"]["finished"] == 1
     assert _task_row(store, task_id)["status"] == "finished"
     _consistent(store)
 
@@ -362,7 +363,7 @@ def test_hard_finish_kills_everything_and_passes_at_once(cli, store, tmp_path):
     assert set(_job_statuses(store, task_id).values()) == {"cancelled"}  # force-killed, also the running one
     assert (_counter(store, "ds.in", "n_files_failed"), _counter(store, "ds.in", "n_files_used")) == (25, 25)
     assert "fail_when_goal_unreached" not in _task_row(store, task_id)["options"]  # a forced finish drops the goal
-    assert cli.json("finalize", db=store)["failed"] == 1  # nothing was processed
+    assert cli.json("finalize", db=store)["counts"]["failed"] == 1  # nothing was processed
     _consistent(store)
 
 
@@ -376,12 +377,12 @@ def test_avalanche_ends_scouting(cli, store, tmp_path):
     assert _task_row(store, 1)["status"] == "scouting"
     result = _command(cli, store, "task", "avalanche", "1")
     assert (result["previous"], result["status"]) == ("scouting", "scouted")
-    assert cli.json("generate", db=store)["jobs"] == 0  # nothing more until finalize has released the rest
+    assert cli.json("generate", db=store)["counts"]["jobs"] == 0  # nothing more until finalize has released the rest
     assert _command(cli, store, "task", "avalanche", "1", code=2).stderr.strip() == (
         "jedictl: error: cannot avalanche task 1: its status is scouted (avalanche needs scouting)")
     cli("finalize", db=store)
     assert _task_row(store, 1)["status"] == "running"
-    assert cli.json("generate", "--seed", "2", db=store)["jobs"] == 3  # the 5 files left, 2 per job
+    assert cli.json("generate", "--seed", "2", db=store)["counts"]["jobs"] == 3  # the 5 files left, 2 per job
 
 
 # ---------------------------------------------------------------------------------- job summary
@@ -400,7 +401,7 @@ def test_task_show_summarises_the_jobs_by_gangas_precedence(cli, store, tmp_path
     summary = cli.json("task", "show", str(task_id), db=store)["jobs"]
     assert (summary["state"], summary["by_status"]) == ("failed", {"finished": total - 1, "failed": 1})
     table = cli("task", "show", str(task_id), db=store).stdout
-    assert '"state":"failed"' in table
+    assert "jobs               state: failed\n" in table  # the summary as key: value lines
 
 
 def test_commands_are_recorded_with_their_comment(cli, store, tmp_path):

@@ -103,7 +103,7 @@ def test_nearly_done_task_is_boosted_to_900_and_express(cli, sqlite_url, tmp_pat
     task_id = submit(cli, store, "nearly.done", **SKIP_SCOUTS)
     to_ready(cli, store)
     cli("generate", "--seed", "1", "--now", NOW, db=store)
-    assert cli.json("simulate", "--failure-rate", "0", "--jobs", "12", "--now", NOW, db=store)["finished"] == 12
+    assert cli.json("simulate", "--failure-rate", "0", "--jobs", "12", "--now", NOW, db=store)["counts"]["finished"] == 12
     # 12 of 13 jobs done: 24 of 25 files, one job left
     assert watch(cli, store, NOW)["items"] == [{"outcome": "boost", "task_id": task_id, "reason": "96.0% of input done and 0 jobs left"}]
     task = task_row(store, task_id)
@@ -193,7 +193,7 @@ def test_files_left_picked_by_a_dead_process_are_rescued(cli, store, tmp_path):
     report = watch(cli, store, at(minutes=15))
     assert [(i["outcome"], i["task_id"], i["files"]) for i in report["items"]] == [("rescue_picked", idle, 4)]
     assert dataset_rows(store, idle)["ds.in"]["n_files_used"] == 0
-    assert cli.json("generate", "--now", at(minutes=16), db=store)["jobs"] == 26  # every file is made into a job again
+    assert cli.json("generate", "--now", at(minutes=16), db=store)["counts"]["jobs"] == 26  # every file is made into a job again
 
 
 def test_expired_leases_are_released_and_live_ones_kept(cli, sqlite_url, tmp_path):

@@ -53,8 +53,8 @@ def _setup(cli, store, tmp_path) -> dict[str, list[int]]:
         kinds["broken"].append(submit(cli, store, f"bad.scouts.{n}", maxAttempt=1))
     to_ready(cli, store)
     for seed in range(1, 6):  # every job of these tasks fails, until none is left to make
-        made = cli.json("generate", "--seed", str(seed), "--no-throttle", "--now", NOW, db=store)["jobs"]
-        if not cli.json("simulate", "--seed", str(seed), "--failure-rate", "1", "--now", NOW, db=store)["jobs"] and not made:
+        made = cli.json("generate", "--seed", str(seed), "--no-throttle", "--now", NOW, db=store)["counts"]["jobs"]
+        if not cli.json("simulate", "--seed", str(seed), "--failure-rate", "1", "--now", NOW, db=store)["counts"]["jobs"] and not made:
             break
     # The "done" tasks get their 10 scouts each here, in two batches: with nothing running, the grid's two
     # single-core candidate sites queue 20 jobs each (brokerage.queue_limit_site), 40 in all. Five tasks

@@ -43,6 +43,6 @@ def test_check_command_takes_the_dead_owners(cli, store):
     ids = run_sql(store, _plant)
     assert cli("check", db=store).exit_code == 0
     result = cli("check", "--dead-owner", "host-x:1", "--dead-owner", DEAD, db=store, code=1)
-    assert f"task {ids[0]} (pending) is leased by {DEAD}" in result.stdout and "1 violations" in result.stderr
+    assert f"task {ids[0]} (pending) is leased by {DEAD}" in result.stdout and "check: 1 violations" in result.stdout
     result = cli("check", "--no-live-passes", "-o", "json", db=store, code=1)
     assert len(json.loads(result.stdout)["violations"]) == 2

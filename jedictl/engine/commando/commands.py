@@ -86,15 +86,10 @@ class Outcome:
     children: list[Outcome] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"task_id": self.task_id, "command": self.command, "previous": self.previous, "status": self.status,
-                                "outcome": self.outcome, "message": self.message}
-        if self.jobs:
-            data["jobs"] = dict(self.jobs)
-        if self.files:
-            data["files"] = dict(self.files)
-        if self.children:
-            data["children"] = [child.as_dict() for child in self.children]
-        return data
+        # Every key always present (docs/json-output.md): empty counts and no children are {} and [].
+        return {"task_id": self.task_id, "command": self.command, "previous": self.previous, "status": self.status,
+                "outcome": self.outcome, "message": self.message, "jobs": dict(self.jobs), "files": dict(self.files),
+                "children": [child.as_dict() for child in self.children]}
 
 
 def run_command(store: Any, request: Request, settings: Settings, now: datetime) -> Outcome:

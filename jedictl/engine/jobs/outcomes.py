@@ -78,11 +78,9 @@ class EndResult:
     retry: str | None = None  # what the retry module did
 
     def as_item(self) -> dict[str, Any]:
-        item: dict[str, Any] = {"line": self.line, "job_id": self.job_id, "outcome": self.outcome, "status": self.status,
-                                "reason": self.reason or None}
-        if self.retry:
-            item["retry"] = self.retry
-        return item if self.line is not None else {k: v for k, v in item.items() if k != "line"}
+        # Every key always present (docs/json-output.md): null where there is nothing to say.
+        return {"line": self.line, "job_id": self.job_id, "outcome": self.outcome, "status": self.status, "reason": self.reason or None,
+                "retry": self.retry or None}
 
 
 class Conflict(Exception):

@@ -134,10 +134,10 @@ def plan_set(current: Definitions, name: str, share: float | None, stretchable: 
         if stretchable is not None:
             raise BadInput("only work queues stretch; a global share lends to its siblings anyway", "--stretchable")
         row = shares[0]
-        before = {"share": row["value"]}
+        before = {"share": row["value"], "stretchable": None}  # the keys of a queue's change: one shape for scripts
         row["value"] = _number(float(share))
-        after = {"share": row["value"]}
-        section, label = "global_shares", {"kind": "global share"}
+        after = {"share": row["value"], "stretchable": None}
+        section, label = "global_shares", {"kind": "global share", "vo": None, "queue_type": None}
     definitions = load_sections(document["work_queues"], document["global_shares"])
     exported = export_document(definitions)
     change = {"name": name, **label, "before": before, "after": after}

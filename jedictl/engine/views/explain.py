@@ -36,6 +36,8 @@ def explain_task(conn: Any, task_id: int, settings: Settings, now: datetime, dat
         "lease_expired": bool(task.lease_owner and task.lease_expires_at and task.lease_expires_at < now),
         "wait_until": task.wait_until, "pending_since": task.frozen_at,
         "files": _files_by_status(conn, task_id),
+        # Always present (null when they do not apply): the answer has one shape whatever the task's state.
+        "nucleus_brokerage": None, "throttle": None, "brokerage": None,
     }
     summary: list[str] = []
     if task.status in {s.value for s in TASK_FINAL}:

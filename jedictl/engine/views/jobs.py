@@ -43,6 +43,27 @@ def _bounded(value: int, highest: int, what: str) -> int:
     return value
 
 
+def parse_job_refs(texts: Any) -> list[JobRef]:
+    """Every JOB argument of a command (ids or TASK.INDEX), checked before the store is opened."""
+    return [parse_job_ref(text) for text in texts]
+
+
+def resolve_job_ids(conn: Any, references: Any) -> list[int]:
+    """The job ids of `references`, in order: ids as given, TASK.INDEX looked up (NotFound when no job
+    has that index, so a typo never acts on nothing in silence). An unknown plain id is kept: the
+    command reports it per job, as it always has."""
+    ids = []
+    for reference in references:
+        if reference.job_id is not None:
+            ids.append(reference.job_id)
+            continue
+        job_id = job_store.job_id_at(conn, reference.task_id, reference.index)
+        if job_id is None:
+            raise NotFound(f"job {reference} does not exist")
+        ids.append(job_id)
+    return ids
+
+
 def job_summary(row: Any) -> dict[str, Any]:
     return {"job_id": row.id, "task_job": f"{row.task_id}.{row.task_job_index}", "task_id": row.task_id, "status": row.status,
             "site": row.site, "priority": row.current_priority, "attempt_nr": row.attempt_nr, "cores": row.core_count,
@@ -55,10 +76,19 @@ def job_details(conn: Any, reference: JobRef) -> dict[str, Any]:
         raise NotFound(f"job {reference} does not exist")
     details = {**job_summary(row), **{key: getattr(row, key) for key in (
         "sub_status", "max_attempt", "assigned_priority", "cloud", "nucleus", "work_queue", "gshare", "resource_type",
-        "transformation", "job_parameters", "max_walltime", "max_disk_count", "executor", "error_source", "error_code", "error_diag",
-        "wall_time", "cpu_time", "max_pss", "n_events", "created_at", "state_changed_at", "dispatched_at", "started_at", "ended_at",
-        "heartbeat_at")}}
-    details["files"] = [{"type": f.type, "lfn": f.lfn, "dataset_id": f.dataset_id, "file_id": f.file_id, "attempt_nr": f.attempt_nr,
-                         "status": f.status, "size": f.size, "destination": f.destination}
-                        for f in job_store.files_of_job(conn, row.id)]
+        "prod_source_label", "processing_type", "transformation", "job_parameters", "architecture", "container_name", "max_walltime",
+        "max_disk_count", "executor", "command_to_pilot", "trans_exit_code", "error_source", "error_code", "error_diag", "wall_time",
+        "cpu_time", "max_pss", "max_rss", "n_events", "output_bytes", "created_at", "state_changed_at", "dispatched_at", "started_at",
+        "ended_at", "heartbeat_at")}}
+    details["files"] = [job_file(f, row.id) for f in job_store.files_of_job(conn, row.id)]
     return details
+
+
+def job_file(f: Any, job_id: int) -> dict[str, Any]:
+    """One file of a job as it is now (status, attempt, size, checksum of its record), with the attempt
+    the job was given (`job_attempt_nr`) and, for an input the job no longer holds (it was retried),
+    the job that holds it now (`now_in_job`)."""
+    moved_on = f.type in ("input", "pseudo_input") and f.record_job_id is not None and f.record_job_id != job_id
+    return {"type": f.type, "lfn": f.lfn, "status": f.status, "attempt_nr": f.attempt_nr, "job_attempt_nr": f.job_attempt_nr,
+            "size": f.size, "checksum": f.checksum, "guid": f.guid, "scope": f.scope, "dataset": f.dataset, "dataset_id": f.dataset_id,
+            "file_id": f.file_id, "destination": f.destination, "now_in_job": f.record_job_id if moved_on else None}

@@ -5,7 +5,7 @@ Input  `{"closed": true, "files": [{"lfn": "...", "size": 123, "events": 100, "l
          per-file keys: `first_event` (WMCore), `insert_time` (epoch seconds, merge waiting),
          `boundary_id` and `lumi_block` (read by `jedi`). Anything else is an error naming the field.
 Output `{"jobs": [{"files": [...], "first_event": 0, "last_event": 99, "lumis": {"1": [[1, 3]]},
-         "locations": ["SITE"], "failed": false}]}` -- see `PlannedJob.as_contract`.
+         "locations": ["SITE"], "failed": false, "short": false}]}` -- see `PlannedJob.as_contract`.
 """
 
 from __future__ import annotations

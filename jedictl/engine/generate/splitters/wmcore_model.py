@@ -89,6 +89,7 @@ class PlannedJob:
             "lumis": None if self.lumis is None else {str(run): [list(r) for r in ranges] for run, ranges in self.lumis},
             "locations": list(self.locations),
             "failed": self.failed,
+            "short": self.short,
         }
 
 
