@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Collection, Optional
 
 import typer
 
@@ -74,7 +74,7 @@ def root(
     pass
 
 
-def build_app(names: Any = None) -> App:
+def build_app(names: Collection[str] | None = None) -> App:
     """The root app with the entries of COMMANDS named in `names` (all of them by default), in COMMANDS' order."""
     app = App(
         name="jedictl",
