@@ -1,4 +1,6 @@
-"""CPU time of `jedictl --help` and of TAB completions: what every shell user pays at each keystroke.
+"""CPU time of `jedictl --help` and of TAB completions: what every shell user pays at each keystroke; and
+of a pilot that finds no work (launch to exit: interpreter, imports, settings, store, one dispatch), what
+every slot of every batch job pays before its first job (issue 16).
 
     python bench/startup.py [--source DIR] [--runs N]
 
@@ -15,6 +17,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,9 +46,27 @@ def main() -> None:
     options = parser.parse_args()
     floor = cpu_seconds("pass", [], {}, options.source, options.runs)
     print(f"{options.source}: mean CPU of {options.runs} runs (python -c pass: {floor:.3f} s)")
-    for name, args, env in CASES:
-        seconds = cpu_seconds(RUN_CLI, args, env, options.source, options.runs)
-        print(f"  {name:34} {seconds:.3f} s  ({seconds / floor:.1f}x the bare interpreter)")
+    with tempfile.TemporaryDirectory(prefix="jedictl-bench-startup-") as tmp:
+        for name, args, env in (*CASES, ("a pilot without work (--once)", pilot_store(Path(tmp), options.source), {})):
+            seconds = cpu_seconds(RUN_CLI, args, env, options.source, options.runs)
+            print(f"  {name:34} {seconds:.3f} s  ({seconds / floor:.1f}x the bare interpreter)")
+
+
+def pilot_store(folder: Path, source: Path) -> list[str]:
+    """A SQLite store (made by `source`'s jedictl) with the pilot tests' one site and no job; the pilot's arguments."""
+    import yaml
+
+    sys.path.insert(0, str(ROOT))
+    from tests.cli.pilot_grid import SITE, sites_document
+
+    url = f"sqlite:///{folder / 'store.db'}"
+    (folder / "sites.yaml").write_text(yaml.safe_dump(sites_document(folder / "disk")))
+    for args in (["db", "init"], ["sites", "import", str(folder / "sites.yaml")]):
+        subprocess.run([sys.executable, "-c", RUN_CLI, *args, "--db", url], env={**os.environ, "PYTHONPATH": str(source)}, check=True,
+                       capture_output=True)
+    args = ["pilot", "--site", SITE, "--once", "-q", "--db", url]
+    subprocess.run([sys.executable, "-c", RUN_CLI, *args], env={**os.environ, "PYTHONPATH": str(source)}, check=True, capture_output=True)
+    return args
 
 
 if __name__ == "__main__":

@@ -16,8 +16,6 @@ import threading
 import time
 from typing import Any, Callable, Mapping
 
-from jedictl.engine.jobs.outcomes import take_heartbeats
-from jedictl.engine.jobs.reports import Heartbeat
 from jedictl.engine.pilot.codes import Failure, kill_failure, lost_heartbeat_failure
 
 log = logging.getLogger("jedictl.pilot")
@@ -93,6 +91,10 @@ class Heartbeater:
         """One round of heartbeats for `controls`; False when the store could not be reached."""
         try:
             if controls:
+                # Imported with the first job (engine/pilot/context.py): a pilot's rounds without jobs beat its row only.
+                from jedictl.engine.jobs.outcomes import take_heartbeats
+                from jedictl.engine.jobs.reports import Heartbeat
+
                 replies = take_heartbeats(self.store, [Heartbeat(None, c.job_id, c.status, c.payload.get("attempt_nr")) for c in controls],
                                           self.now(), self.settings.report.batch_size)
                 by_id = {c.job_id: c for c in controls}

@@ -10,12 +10,9 @@ from __future__ import annotations
 
 import logging
 import shutil
-import threading
 import time
-from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 from jedictl.engine.jobs.outcomes import EndResult, ingest_reports, take_heartbeats
 from jedictl.engine.jobs.reports import Heartbeat
@@ -31,7 +28,8 @@ from jedictl.engine.pilot.codes import (
     exit_failure,
     walltime_failure,
 )
-from jedictl.engine.pilot.heartbeat import Heartbeater, JobControl, act_on, is_store_outage
+from jedictl.engine.pilot.context import JobOutcome, PilotContext
+from jedictl.engine.pilot.heartbeat import JobControl, act_on, is_store_outage
 from jedictl.engine.pilot.payload import Process, container_argv, job_environment, payload_argv, stderr_tail
 from jedictl.engine.pilot.report import Metrics, failed_report, finished_report
 from jedictl.store import execution as execution_store
@@ -43,35 +41,6 @@ WAKE_SECONDS = 0.25
 #: payload's failure: a batch system's cancel (scancel, a time limit) signals every process of the batch
 #: job at once, and the payload's end may be seen before the pilot's handler (main thread) has run.
 SIGNAL_SETTLE_SECONDS = 1.0
-
-
-@dataclass
-class PilotContext:
-    """What every job of one pilot shares."""
-
-    store: Any
-    settings: Any
-    now: Callable[[], datetime]
-    site: str
-    direct_io: bool
-    container_runtime: str | None
-    workdir: Path
-    keep_workdir: bool
-    heartbeater: Heartbeater
-    environ: Mapping[str, str]
-    write_endpoint: str | None = None  # the site's, for outputs whose payload names no destination
-    stopping: threading.Event = field(default_factory=threading.Event)
-    stop_failure: Failure | None = None  # why the pilot is stopping (its signal), for jobs it is still starting
-
-
-@dataclass(frozen=True)
-class JobOutcome:
-    job_id: int
-    task_job: str
-    outcome: str  # the job's status after the report (finished, failed, cancelled, closed), dropped, refused, unreported
-    error: str | None = None  # "source:code"
-    reason: str | None = None
-    wall_time: float | None = None
 
 
 class JobLog:

@@ -24,8 +24,8 @@ from typing import Any, Callable
 from jedictl.engine.agent import PassReport
 from jedictl.engine.jobs.dispatcher import DispatchRequest, dispatch_jobs
 from jedictl.engine.pilot.codes import signal_failure
+from jedictl.engine.pilot.context import JobOutcome, PilotContext
 from jedictl.engine.pilot.heartbeat import Heartbeater, is_store_outage
-from jedictl.engine.pilot.job import JobOutcome, PilotContext, run_job
 from jedictl.errors import BadInput, NotFound
 from jedictl.store import execution as execution_store
 from jedictl.store import pilots as pilot_store
@@ -218,6 +218,10 @@ class Pilot:
                     return
                 self.ctx.stopping.wait(self.settings.pilot.idle_poll_seconds)
                 continue
+            # Stage-in, payload and report are imported once a slot has a job: a pilot without work never
+            # loads them (engine/pilot/context.py).
+            from jedictl.engine.pilot.job import run_job
+
             # Counted as taken from now on: the heartbeat thread knows the job once run_job registers it.
             outcome = run_job(self.ctx, payloads[0])
             with self._lock:
