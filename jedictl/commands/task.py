@@ -25,11 +25,15 @@ def list_(
     limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many tasks, newest first.")] = 100,
 ) -> None:
     """List tasks, newest first."""
+    from jedictl.commands._choices import check_choices
+    from jedictl.model.choices import TASK_STATUSES
+
     app_ctx = context(ctx)
+    statuses = check_choices(status, TASK_STATUSES, "--status", "a task status")
     from jedictl.engine.views.tasks import list_tasks
 
     with app_ctx.store().read() as conn:
-        rows = list_tasks(conn, status or (), user, limit)
+        rows = list_tasks(conn, statuses, user, limit)
     app_ctx.emit(rows, columns=LIST_COLUMNS)
 
 

@@ -41,7 +41,7 @@ def test_list_show_set_status(cli, store):
     assert [n["name"] for n in cli.json("sites", "nuclei", db=store)] == ["BNL-ATLAS", "CERN-PROD"]
     assert len(cli.json("sites", "endpoints", db=store)) == 7
     assert cli("sites", "set-status", "MWT2", "busy", db=store, code=2).stderr.strip() == (
-        "jedictl: error: STATUS: must be one of online, brokeroff, offline, test")
+        "jedictl: error: STATUS: 'busy' is not a site status (allowed: online, brokeroff, offline, test)")
     assert cli("sites", "show", "NOWHERE", db=store, code=2).stderr.strip() == "jedictl: error: site NOWHERE does not exist"
 
 
@@ -75,3 +75,11 @@ def test_bad_files_are_refused_whole(cli, store, tmp_path):
     bad_yaml.write_text("sites:\n  - name: X\n   status: online\n")
     assert "bad.yaml: line 3 column" in cli("sites", "import", str(bad_yaml), db=store, code=2).stderr
     assert row_counts(store) == before
+
+
+def test_list_refuses_an_unknown_status(cli, store):
+    from tests.helpers import refused
+
+    assert refused(cli, store, "sites", "list", "--status", "bogus") == \
+        "jedictl: error: --status: 'bogus' is not a site status (allowed: online, brokeroff, offline, test)"
+    assert refused(cli, store, "sites", "list", "--status", "Online").endswith("did you mean 'online'?)")

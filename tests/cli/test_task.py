@@ -35,3 +35,14 @@ def test_show_split_rule(cli, store):
 
 def test_unknown_task_is_exit_2(cli, store):
     assert cli("task", "show", "42", db=store, code=2).stderr.strip() == "jedictl: error: task 42 does not exist"
+
+
+def test_list_refuses_a_status_that_does_not_exist(cli, store):
+    """A typo would match nothing and look like "no such tasks": refused with the allowed statuses."""
+    from tests.helpers import refused
+
+    line = refused(cli, store, "task", "list", "--status", "running", "--status", "runing")
+    assert line.startswith("jedictl: error: --status: 'runing' is not a task status (allowed: registered, defined, ")
+    assert line.endswith("; did you mean 'running'?)")
+    assert "toabort" in line  # every status a task can hold is allowed
+    assert cli.json("task", "list", "--status", "toabort", db=store) == []

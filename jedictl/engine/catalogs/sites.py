@@ -13,13 +13,10 @@ from typing import Any, Callable, Collection, Mapping
 
 from jedictl.engine.input import fields
 from jedictl.errors import BadInput
+from jedictl.model.choices import BATCH_SYSTEMS, ENDPOINT_KINDS, NUCLEUS_STATUSES, SITE_STATUSES  # noqa: F401 (re-exported)
 
-SITE_STATUSES = ("online", "brokeroff", "offline", "test")
-BATCH_SYSTEMS = ("slurm", "local")
 CONTAINER_RUNTIMES = ("apptainer", "docker")
 URL_SCHEMES = ("file",)
-NUCLEUS_STATUSES = ("active", "inactive")
-ENDPOINT_KINDS = ("disk", "tape")
 
 
 def _choice(choices: tuple[str, ...], default: str | None = None) -> Callable[[Any, str], Any]:
