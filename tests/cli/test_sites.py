@@ -83,3 +83,13 @@ def test_list_refuses_an_unknown_status(cli, store):
     assert refused(cli, store, "sites", "list", "--status", "bogus") == \
         "jedictl: error: --status: 'bogus' is not a site status (allowed: online, brokeroff, offline, test)"
     assert refused(cli, store, "sites", "list", "--status", "Online").endswith("did you mean 'online'?)")
+
+
+def test_a_section_given_twice_is_refused(cli, store):
+    """YAML keeps the last of two equal keys: the first `nuclei:` list was dropped without a word."""
+    from tests.helpers import refused
+
+    text = ("nuclei:\n  - {name: N1}\nsites:\n  - {name: S1, nucleus: N1}\n"
+            "nuclei:\n  - {name: N2}\n")
+    assert refused(cli, store, "sites", "import", "-", input=text) == \
+        "jedictl: error: stdin: line 5 column 1: found duplicate key 'nuclei' (first at line 1) (invalid YAML)"

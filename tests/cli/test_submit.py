@@ -180,6 +180,8 @@ BAD_INPUTS = [
     ("merge-option-without-merge", SPEC + "merge: {}\n", "merge.command: is required"),
     ("unknown-parent", SPEC + "parent: 99\n", "parent: parent task 99 does not exist"),
     ("goal-over-100", SPEC + "completion: {goal: 150}\n", "completion.goal: must be at most 100"),
+    ("key-twice-yaml", SPEC + "name: other.task\n", "stdin: line 6 column 1: found duplicate key 'name' (first at line 2)"),
+    ("key-twice-json", _prun()[:-1] + ', "nFilesPerJob": 7}', "stdin: duplicate key 'nFilesPerJob' in an object (invalid JSON)"),
 ]
 
 
