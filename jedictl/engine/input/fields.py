@@ -75,6 +75,20 @@ def free_text(value: Any, path: str, max_length: int = 4000, keep: str = "", tru
     return result
 
 
+#: Sites (PanDA queues), nuclei, storage endpoints and clouds: letters, digits and . _ -, starting with a
+#: letter or digit. They name folders (pilot logs, replicas) and go into commands, so never a "/", "..",
+#: a space, a quote or shell syntax (`../../etc`, `X; DROP TABLE sites` were taken as site names).
+CATALOG_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*\Z")
+
+
+def catalog_name(value: Any, path: str, what: str = "name", required: bool = False, max_length: int = 64) -> str | None:
+    """A site, nucleus, storage endpoint or cloud name (`CATALOG_NAME_RE`), at most `max_length` long."""
+    name = text(value, path, required=required, max_length=max_length)
+    if name is not None and not CATALOG_NAME_RE.match(name):
+        raise BadInput(f"{what} must be letters, digits and . _ - (starting with a letter or digit)", path)
+    return name
+
+
 def integer(value: Any, path: str, minimum: int | None = -INT64_MAX, maximum: int | None = INT64_MAX) -> int | None:
     """An integer (also from an integral float or a string of digits), by default within BIGINT's range."""
     if value is None:
