@@ -434,3 +434,25 @@ def test_commands_are_recorded_with_their_comment(cli, store, tmp_path):
     assert (row["command"], row["comment"], row["status"], row["requested_at"].isoformat()) == ("pause", "site downtime", "done", NOW)
     assert row["requested_by"] and row["outcome"].startswith("no new jobs")
     assert _task_row(store, task_id)["error_dialog"] == "site downtime"
+
+
+def test_free_text_is_stored_escaped_and_never_echoed_raw(cli, store, tmp_path):
+    """A comment or a name with terminal escapes (clear the screen, retitle the window, reorder text)
+    is kept with them written out, so `task show` or a log never drives the terminal it is printed on."""
+    from tests.helpers import refused
+
+    task_id = _task(cli, store, tmp_path)
+    comment = "downtime\x1b[2J\x1b]0;owned\x07\nsecond line\u202egnp.exe"
+    result = cli("task", "pause", str(task_id), "--comment", comment, "--user", "eve\x1b[31m", "--now", NOW, db=store)
+    assert "\x1b" not in result.stdout + result.stderr
+    row = run_sql(store, lambda conn: dict(conn.execute(select(task_commands)).one()._mapping))
+    stored = "downtime\\x1b[2J\\x1b]0;owned\\x07\\nsecond line\\u202egnp.exe"
+    assert (row["comment"], row["requested_by"]) == (stored, "eve\\x1b[31m")
+    assert _task_row(store, task_id)["error_dialog"] == stored
+    for output in ("table", "json", "yaml", "tsv"):
+        shown = cli("task", "show", str(task_id), "-o", output, db=store).stdout
+        assert "\x1b" not in shown and "\u202e" not in shown and "\x07" not in shown, output
+    assert refused(cli, store, "task", "resume", str(task_id), "--comment", "x" * 4001) == \
+        "jedictl: error: --comment: must be at most 4000 characters"
+    assert refused(cli, store, "task", "resume", str(task_id), "--user", "u" * 129) == \
+        "jedictl: error: --user: must be at most 128 characters"

@@ -16,6 +16,7 @@ Only two things wait for jobs that are still on a worker: a `kill` leaves the ta
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -26,6 +27,7 @@ from jedictl.config import Settings
 from jedictl.engine.brokerage.loading import load_catalog
 from jedictl.engine.brokerage.task_brokerage import output_endpoint
 from jedictl.engine.commando import rules as commando
+from jedictl.engine.input import fields
 from jedictl.engine.commando.rules import CommandTask, FileRecord, children_to_retry, default_comment, plan_retry, refusal
 from jedictl.engine.jobs.outcomes import Conflict, Ending, end_jobs
 from jedictl.engine.jobs.states import plan_kill
@@ -99,8 +101,17 @@ class Outcome:
         return data
 
 
+#: The longest comment a command is recorded with (it also becomes the task's error_dialog).
+MAX_COMMENT = 4000
+
+
 def run_command(store: Any, request: Request, settings: Settings, now: datetime) -> Outcome:
-    """Apply one command in one transaction; BadInput (nothing written) when the task's status refuses it."""
+    """Apply one command in one transaction; BadInput (nothing written) when the task's status refuses it.
+
+    Who gave it and why are free text from the command line: stored with their control characters
+    escaped (`fields.escaped`), so `task show` never prints a raw escape sequence to a terminal."""
+    request = dataclasses.replace(request, user=fields.free_text(request.user, "--user", 128) or "",
+                                  comment=fields.free_text(request.comment, "--comment", MAX_COMMENT))
     try:
         with store.begin() as conn:
             return _Commando(conn, settings, now).apply(request)
@@ -408,6 +419,7 @@ def settle_pass(store: Any, settings: Settings, now: datetime, by: str, task_ids
     else:
         with store.read() as conn:
             candidates = command_store.settled_finishing_tasks(conn, limit)
+    by = fields.free_text(by, "--user", 128) or ""
     outcomes = []
     for task_id in sorted(candidates):
         with store.begin() as conn:

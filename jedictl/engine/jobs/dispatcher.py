@@ -15,7 +15,7 @@ SLOPPY_DISPATCH_RATIO does, so a share starved by the order still drains.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Mapping, Sequence
 
@@ -120,6 +120,8 @@ def order_key(job: Any, ranks: Mapping[str, int] | None) -> tuple[Any, ...]:
 
 def dispatch_jobs(store: Any, settings: Settings, request: DispatchRequest, now: datetime, rng: random.Random) -> list[dict[str, Any]]:
     """Hand up to `request.count` activated jobs of `request.site` to the executor; their payloads, in order."""
+    # The executor's name is free text from the command line: kept with its control characters escaped.
+    request = replace(request, executor=fields.free_text(request.executor, "--executor", 128) or "")
     check_request(request, settings.dispatch.max_count, [rt.name for rt in load_resource_types(settings.resource_types)])
     # Drawn before the transaction: a seeded run makes the same choice whatever the store holds.
     sloppy = is_sloppy(settings.dispatch.sloppy_ratio, rng)
