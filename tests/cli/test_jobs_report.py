@@ -479,3 +479,13 @@ def test_a_job_the_adder_failed_takes_the_same_report_again_as_a_duplicate(cli, 
     assert _report(cli, store, short)["items"][0]["status"] == "failed"
     assert _report(cli, store, short)["items"][0]["outcome"] == "duplicate"
     assert _report(cli, store, {**short, "n_events": 1}, code=1)["items"][0]["outcome"] == "conflict"
+
+
+def test_output_sizes_that_add_up_past_a_bigint_are_refused(cli, store, tmp_path):
+    """Each size fits, their sum (the job's output_bytes) did not: an internal error, found by the fuzz suite."""
+    _task(cli, store, tmp_path)
+    job = _dispatch_all(cli, store)[0]
+    line = _finished(job)
+    line["outputs"][0]["size"] = 2**63 - 1
+    result = _report(cli, store, line, code=1)
+    assert result["items"][0]["reason"] == "line 1.outputs: sizes add up to more than 9223372036854775807 bytes"

@@ -139,6 +139,8 @@ def parse_report(item: Any, line: int = 1) -> ExecutorReport:
     outputs = tuple(_output(entry, f"{where}.outputs[{index}]") for index, entry in enumerate(fields.sequence(raw.get("outputs"), f"{where}.outputs")))
     if len({o.lfn for o in outputs}) != len(outputs):
         raise BadInput("names a file twice", f"{where}.outputs")
+    if sum(o.size or 0 for o in outputs) > fields.INT64_MAX:  # the job's output_bytes, a BIGINT
+        raise BadInput(f"sizes add up to more than {fields.INT64_MAX} bytes", f"{where}.outputs")
     error_code = fields.integer(raw.get("error_code"), f"{where}.error_code", *_INT32)
     error_source = fields.text(raw.get("error_source"), f"{where}.error_source", max_length=32)
     if (error_code is None) != (error_source is None):
