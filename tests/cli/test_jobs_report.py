@@ -413,6 +413,8 @@ def test_reports_that_cannot_be_right_are_refused_and_the_others_apply(cli, stor
     assert items[2] == ("refused", f"outputs[{len(foreign['outputs'])}].lfn: '../../../etc/shadow' is not an output of job {foreign['job_id']}")
     assert items[3][0] == "applied"
     assert [_job_row(store, j["job_id"])["status"] for j in (early, badsum, foreign, good)] == ["sent", "sent", "sent", "finished"]
+    twice = json.dumps(_finished(early))[:-1] + ', "status": "failed"}'
+    assert _report(cli, store, raw=twice + "\n", code=1)["items"][0]["reason"] == "duplicate key 'status' in an object"
     assert not run_sql(store, lambda conn: conn.execute(select(catalog_files).where(catalog_files.c.lfn.like("%shadow%"))).all())
     _consistent(store)
     # Checksums are kept as the catalog writes them: lower-case hex.

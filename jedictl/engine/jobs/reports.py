@@ -17,6 +17,7 @@ from typing import Any
 
 from jedictl.clock import EARLIEST, LATEST, in_range, parse_time
 from jedictl.engine.input import fields
+from jedictl.engine.input.documents import unique_keys
 from jedictl.engine.jobs.results import OutputReport
 from jedictl.engine.jobs.states import HEARTBEAT_STATUSES, REPORT_STATUSES
 from jedictl.errors import BadInput
@@ -98,13 +99,14 @@ def json_lines(text: str) -> Iterable[tuple[int, Any | Refused]]:
         if not raw.strip():
             continue
         try:
-            yield number, json.loads(raw)
+            yield number, json.loads(raw, object_pairs_hook=unique_keys)  # {"status": "finished", "status": "failed"} is no report
         except json.JSONDecodeError as exc:
             yield number, Refused(number, None, f"not JSON ({exc.msg} at column {exc.colno})")
         except RecursionError:
             yield number, Refused(number, None, "not JSON (nested too deeply)")
-        except ValueError as exc:  # an integer of more digits than Python converts
-            yield number, Refused(number, None, f"not JSON ({str(exc).splitlines()[0]})")
+        except ValueError as exc:  # an integer of more digits than Python converts, or a key given twice
+            problem = str(exc).splitlines()[0]
+            yield number, Refused(number, None, problem if problem.startswith("duplicate key") else f"not JSON ({problem})")
 
 
 def parse_reports(text: str) -> tuple[list[ExecutorReport], list[Refused]]:
