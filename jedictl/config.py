@@ -432,7 +432,7 @@ def _check_now(text: str, option: str) -> None:
     try:
         moment = parse_time(text)
     except ValueError as exc:
-        raise BadInput(f"{text!r} is not an ISO-8601 time (e.g. 2030-01-01T12:00:00Z)", option) from exc
+        raise BadInput(f"{text!r} is not an ISO-8601 time", option) from exc
     if not in_range(moment):
         raise BadInput(f"must lie between {EARLIEST:%Y-%m-%d} and {LATEST:%Y-%m-%d}", option)
 

@@ -178,7 +178,7 @@ def test_now_is_checked_by_every_command(cli, store):
     from tests.helpers import refused
 
     assert refused(cli, store, "task", "list", "--now", "yesterday") == \
-        "jedictl: error: --now: 'yesterday' is not an ISO-8601 time (e.g. 2030-01-01T12:00:00Z)"
+        "jedictl: error: --now: 'yesterday' is not an ISO-8601 time"
     assert refused(cli, store, "task", "list", env={"JEDICTL_NOW": "1900-01-01"}) == \
         "jedictl: error: JEDICTL_NOW: must lie between 1970-01-01 and 9000-01-01"
     assert cli.json("task", "list", "--now", "2030-01-01T00:00:00Z", db=store) == []
