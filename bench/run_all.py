@@ -11,7 +11,8 @@ at x0.1: 10 is linear).
 
 Workloads (x1): feed 1,000,000 files; generate 100,000 jobs from 1,000,000 files; ingest 100,000 job
 reports; finalize 10,000 tasks; queue-shares over 10,000 active tasks; brokerage over 2,000 sites;
-end to end 100 tasks x 1,000 files with the pilot simulator; the real pilot's overhead per job over
+end to end 100 tasks x 1,000 files with the pilot simulator; end to end 100 tasks x 10,000 files
+with the agents' shares of the time (bench/end_to_end.py); the real pilot's overhead per job over
 200 no-op jobs (bench/pilot.py); 1,000 real jobs through a local Slurm cluster (bench/harvest.py,
 skipped with a note when Slurm is not installed).
 """
@@ -32,7 +33,7 @@ from typing import Any, Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import feed, generate, harvest, lifecycle, pilot, report  # noqa: E402
+from bench import end_to_end, feed, generate, harvest, lifecycle, pilot, report  # noqa: E402
 from bench.common import scratch_store  # noqa: E402
 
 RAW_ROWS = 200_000
@@ -97,7 +98,7 @@ class Row:
         return dict(vars(self))
 
 
-NAMES = ("feed", "generate", "report", "finalize", "brokerage", "e2e", "pilot", "harvest")
+NAMES = ("feed", "generate", "report", "finalize", "brokerage", "e2e", "end_to_end", "pilot", "harvest")
 
 
 def workloads(backend: str, scale: float, workdir: Path, chosen: tuple[str, ...] = NAMES) -> Iterator[Row]:
@@ -141,6 +142,16 @@ def workloads(backend: str, scale: float, workdir: Path, chosen: tuple[str, ...]
         yield Row("end to end", backend, scale, n_tasks * 1000, "files", result["e2e_s"], result["peak_mb"], "insert", n_tasks * 1000,
                   "every task final, counters consistent", final == total and result["consistent"],
                   f"{n_tasks} tasks, {result['rounds']} rounds")
+    if "end_to_end" in chosen:
+        n_tasks = max(1, int(100 * scale))
+        result = end_to_end.run(backend, n_tasks, 10_000, workdir)
+        final, total = result["final"].split("/")
+        shares = ", ".join(f"{name} {share} %" for name, share in result["share"].items())
+        yield Row("end to end, 10,000 files per task", backend, scale, result["files"], "files", result["e2e_s"], result["peak_mb"],
+                  "insert", result["files"], f">= {end_to_end.GOAL_FILES_PER_S:,} files/s on SQLite, all final, consistent" if sqlite
+                  else "all final, consistent",
+                  final == total and result["consistent"] and (not sqlite or result["files_per_s"] >= end_to_end.GOAL_FILES_PER_S),
+                  f"{n_tasks} tasks, {result['rounds']} rounds; {shares}")
     if "pilot" in chosen:
         n_jobs = max(10, int(200 * scale))
         result = pilot.run(backend, n_jobs, workdir)

@@ -28,6 +28,8 @@ import typer.main
 
 from jedictl import __version__, config
 from jedictl.commands._common import GLOBAL_PANEL
+from jedictl.commands._examples import EXAMPLES, GLOSSARY_NOTE
+from jedictl.commands._help import bare_name, tidy
 from jedictl.commands.completion import SCRIPT_FILES, completion_script
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -119,7 +121,13 @@ class Node:
         return str(self.command.get_short_help_str(limit=300)).rstrip(".") or self.name  # whatis needs a line
 
     def params(self) -> list[Any]:
-        return [p for p in self.command.get_params(self.ctx) if not getattr(p, "hidden", False)]
+        """The visible parameters, with the placeholders, bounds and defaults `--help` shows (`_help.tidy`)."""
+        return [p for p in tidy(self.command.get_params(self.ctx)) if not getattr(p, "hidden", False)]
+
+    @property
+    def key(self) -> str:
+        """The command's path without the program's name: its key in `_examples.EXAMPLES`."""
+        return " ".join(self.path[1:])
 
     def is_common(self, param: Any) -> bool:
         """A global option (every command takes them) or the help option."""
@@ -160,9 +168,9 @@ def _add_children(node: Node) -> None:
 def metavar(param: Any, ctx: typer.Context) -> str:
     """The value placeholder: the declared metavar, else a name for the type (Click's words)."""
     if param.metavar:
-        return str(param.metavar)
+        return bare_name(str(param.metavar)) if param.param_type_name == "argument" else str(param.metavar)
     if param.param_type_name == "argument":
-        return str(param.name).upper()
+        return bare_name(str(param.name).upper())
     kind = str(param.display_type(ctx) or "").strip("<>")
     kind = re.sub(r"^list\[(.*)\]$", r"\1", kind)
     if "|" in kind:
@@ -181,29 +189,19 @@ def _default(param: Any) -> str | None:
     return ", ".join(str(v.value if isinstance(v, Enum) else v) for v in (value if isinstance(value, (list, tuple)) else [value]))
 
 
-def _range(param: Any) -> str | None:
-    low, high = getattr(param, "min", None), getattr(param, "max", None)
-    if getattr(param, "count", False) or (low is None and high is None):
-        return None
-    return f"From {low} to {high}." if low is not None and high is not None else f"At least {low}." if low is not None else f"At most {high}."
-
-
 def param_entry(param: Any, ctx: typer.Context) -> list[str]:
     """A `.TP` entry: the option's spellings and placeholder, then its help and the facts Typer shows."""
     if param.param_type_name == "argument":
-        label = f"\\fI{esc(metavar(param, ctx))}\\fR"
+        label = f"\\fI{esc(metavar(param, ctx))}\\fR" + ("..." if param.nargs != 1 else "")
     else:
         spellings = sorted(param.opts, key=lambda opt: (opt.startswith("--"), opt)) + list(param.secondary_opts)
         label = ", ".join(f"\\fB{esc(opt)}\\fR" for opt in spellings)
         if not (getattr(param, "is_flag", False) or getattr(param, "count", False)):
             label += f" \\fI{esc(metavar(param, ctx))}\\fR"
-    facts = []  # what Typer's --help adds to the help text, in words
+    facts = []  # what Typer's --help adds to the help text, in words (bounds are in the help: `_help.tidy`)
     value = _default(param)
     if value is not None:
         facts.append(f"Default: `{value}`.")
-    bounds = _range(param)
-    if bounds:
-        facts.append(bounds)
     if param.param_type_name == "option" and param.required:
         facts.append("Required.")
     if param.envvar:
@@ -221,10 +219,9 @@ def synopsis(node: Node) -> list[str]:
     for param in node.params():
         if param.param_type_name != "argument":
             continue
-        text = f"\\fI{esc(metavar(param, node.ctx))}\\fR"
-        if param.nargs == -1 and not metavar(param, node.ctx).endswith("..."):
-            text += "..."
-        parts.append(text if param.required else f"[{text}]")
+        text = f"\\fI{esc(metavar(param, node.ctx))}\\fR"  # as `--help` writes it: _help.usage_name
+        text = text if param.required else f"[{text}]"
+        parts.append(text + ("..." if param.nargs != 1 else ""))
     if node.is_group:
         parts.append("\\fICOMMAND\\fR [\\fIARGS\\fR]...")
     return [" ".join(parts)]
@@ -263,10 +260,19 @@ def _see_also(names: list[str]) -> list[str]:
     return ['.SH "SEE ALSO"', *(f".BR {esc(name)} (1)" + ("," if index < len(names) - 1 else "") for index, name in enumerate(names))]
 
 
+def _examples(nodes: list[Node]) -> list[str]:
+    """EXAMPLES: each command's examples (`_examples.py`), a line saying what, then the command line."""
+    out: list[str] = []
+    for key in dict.fromkeys(node.key for node in nodes):
+        for example in EXAMPLES.get(key, ()):
+            out += [".PP", line(inline(example.what + ":")), ".RS 4", ".nf", f"\\fB{esc(example.command)}\\fR", ".fi", ".RE"]
+    return ['.SH "EXAMPLES"', *out] if out else []
+
+
 def _footer(nodes: list[Node], see_also: list[str], files: bool = False) -> list[str]:
     """The closing sections, in the order of man-pages(7)."""
     out = _definitions("EXIT STATUS", EXIT_STATUS) + _environment(nodes)
-    return out + (_definitions("FILES", FILES) if files else []) + _see_also(see_also)
+    return out + (_definitions("FILES", FILES) if files else []) + _examples(nodes) + _see_also(see_also)
 
 
 def root_page(root: Node) -> str:
@@ -276,7 +282,9 @@ def root_page(root: Node) -> str:
     out += [".PP", *paragraphs(
         "Each command has its own page, jedictl-COMMAND(1); a group's page covers all its subcommands. "
         "The global options are accepted before the command name and, by every command that lists them, "
-        "after it too. `--help` and TAB completion never open the store."
+        "after it too. `--help` never opens the store; TAB completion reads names (sites, clouds, nuclei, endpoints) only "
+        "from a SQLite store that exists, read-only. "
+        + GLOSSARY_NOTE
     )]
     out.append(".SH OPTIONS")
     for param in root.params():

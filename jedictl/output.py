@@ -18,7 +18,19 @@ from typing import Any, Iterable, Mapping, Sequence, TextIO
 Row = Mapping[str, Any]
 
 
+_PLAIN = (str, int, float, bool, type(None))
+
+
 def to_jsonable(value: Any) -> Any:
+    kind = type(value)
+    if kind in _PLAIN:  # the common case first: a report of 100,000 items is mostly these
+        return value
+    if kind is dict:
+        if all(type(k) is str and type(v) in _PLAIN for k, v in value.items()):
+            return value  # already plain: not copied (a report's items would be held twice)
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if kind is list:
+        return [to_jsonable(v) for v in value]
     if isinstance(value, datetime):
         return value.isoformat(timespec="seconds") + ("Z" if value.tzinfo is None else "")
     if isinstance(value, date):
@@ -46,7 +58,8 @@ def render(
     stream = stream or sys.stdout
     plain = to_jsonable(data)
     if fmt == "json":
-        stream.write(json.dumps(plain, indent=2, ensure_ascii=False) + "\n")
+        json.dump(plain, stream, indent=2, ensure_ascii=False)  # written as it is encoded: never the whole text at once
+        stream.write("\n")
     elif fmt == "yaml":
         import yaml
 
@@ -114,7 +127,10 @@ def _table(rows: list[Row], columns: Sequence[str] | None, stream: TextIO, title
             table.add_column(name, overflow="fold")
         for line in cells:
             table.add_row(*line)
-        Console(file=stream).print(table)
+        # NO_COLOR (no-color.org): no escape sequences at all; rich alone would still write bold.
+        import os
+
+        Console(file=stream, color_system=None if os.environ.get("NO_COLOR") else "auto").print(table)
         return
     from tabulate import tabulate
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from jedictl import docgen
 from tests.conftest import ROOT
 
@@ -74,3 +76,51 @@ def test_architecture_names_every_engine_module_and_no_missing_one():
             # `engine.jobs.results.propagate`: a name inside an existing module
             assert separator == "." and package.joinpath(*parts[:-1]).with_suffix(".py").exists(), \
                 f"docs/architecture.md names {match.group(0)!r}, which does not exist"
+
+
+def test_task_spec_says_how_in_renders_several_files():
+    """docs/task-spec.md's table of `${IN}` for several files is what the template renderer writes."""
+    from jedictl.engine.task.templates import InputFile, InputStream, JobContext, render_job_parameters
+
+    text = (ROOT / "docs" / "task-spec.md").read_text()
+    table = text.split("<!-- compact-form examples", 1)[1].split("\n\n", 1)[0]
+    rows = [re.findall(r"`([^`]+)`", line) for line in table.splitlines() if line.strip().startswith("| `")]
+    assert len(rows) >= 4
+    for *names, expected in rows:
+        stream = InputStream("IN", "a.dataset", tuple(InputFile(name) for name in reversed(names)), is_master=True)
+        assert render_job_parameters("${IN}", JobContext(task_id=1, inputs=(stream,))).text == expected, names
+
+
+def test_the_executor_example_reports_the_payloads_exit_code(tmp_path):
+    """docs/executor-protocol.md's executor runs the payload and keeps its exit code for the report
+    (`$?` read after an assignment would be 0): its line, run with a payload that exits 3."""
+    import shutil
+    import subprocess
+
+    if not shutil.which("jq") or not shutil.which("bash"):
+        pytest.skip("bash and jq are needed to run the example")
+    script = (ROOT / "docs" / "executor-protocol.md").read_text().split("```bash\n", 1)[1].split("```", 1)[0]
+    line = next(line.strip() for line in script.splitlines() if 'eval "$program' in line)
+    program = f"""set -euo pipefail
+workdir={tmp_path}; job='{{"job_parameters": "3"}}'; program='exit'
+status=finished; code=0
+{line}
+echo "$status $code"
+"""
+    result = subprocess.run(["bash", "-c", program], capture_output=True, text=True, check=False)
+    assert result.stdout.split() == ["failed", "3"], result.stdout + result.stderr
+    program = program.replace("\"3\"", "\"0\"")
+    assert subprocess.run(["bash", "-c", program], capture_output=True, text=True).stdout.split() == ["finished", "0"]
+
+
+def test_the_readme_tour_runs_jedictl_from_the_virtual_environment():
+    """The install leaves jedictl in .venv/bin without activating anything: the tour and every shell block
+    after it must activate the venv (or name .venv/bin/jedictl) before a bare `jedictl`."""
+    readme = (ROOT / "README.md").read_text()
+    tour = readme[readme.index("## A five-minute tour"):]
+    activated = tour.index(". .venv/bin/activate")
+    first_bare = re.search(r"^\$ jedictl |^jedictl ", tour, re.M)
+    assert first_bare and activated < first_bare.start()
+    before_tour = readme[:readme.index("## A five-minute tour")]
+    for block in re.findall(r"```(?:sh|console|bash)\n(.*?)```", before_tour, re.S):
+        assert not re.search(r"(^|&& |\$ )jedictl ", block, re.M), block

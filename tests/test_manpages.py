@@ -104,10 +104,10 @@ def test_pages_document_the_tree():
     root, group = files["man/jedictl.1"], files["man/jedictl-grp.1"]
     assert "secret" not in "".join(files.values()) and "ghost" not in group
     assert '.TH "JEDICTL\\-GRP" 1 "" "jedictl ' in group and "jedictl\\-grp \\- Group of things\n" in group
-    assert "\\fBjedictl grp one\\fR [\\fIOPTIONS\\fR] \\fINAME\\fR\n.br\n\\fBjedictl grp sub deep\\fR [\\fIOPTIONS\\fR] [\\fIFILES\\fR...]\n" in group
+    assert "\\fBjedictl grp one\\fR [\\fIOPTIONS\\fR] \\fINAME\\fR\n.br\n\\fBjedictl grp sub deep\\fR [\\fIOPTIONS\\fR] [\\fIFILES\\fR]...\n" in group
     assert '.SS "jedictl grp one"\nDo one thing \\-\\- with care.\n.PP\n\\&.starts with a dot; arrows \\-> \\[u2192] and a back\\eslash.\n' in group
     assert '.SS "jedictl grp sub deep"' in group
-    assert "\\fB\\-\\-limit\\fR \\fIINTEGER\\fR\nAt most this many. Default: \\fB5\\fR. At least 1.\n" in group
+    assert "\\fB\\-\\-limit\\fR \\fIINTEGER\\fR\nAt most this many. At least 1. Default: \\fB5\\fR.\n" in group
     assert "\\fB\\-m\\fR, \\fB\\-\\-mode\\fR \\fI{fast|slow}\\fR\nHow. Required.\n" in group
     assert "\\fB\\-\\-token\\fR \\fITEXT\\fR\nA token. Environment: DEMO_TOKEN.\n" in group
     assert ".TP\n\\fBDEMO_TOKEN\\fR\nAs \\fB\\-\\-token\\fR of \\fBjedictl grp one\\fR.\n" in group

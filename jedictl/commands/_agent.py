@@ -16,6 +16,7 @@ def run_passes(app: AppContext, run_once: Callable[[], Any], loop: float | None)
     """Run `run_once` (returns a PassReport) once or every `loop` seconds; exit 1 if a pass met errors."""
     from jedictl.engine.agent import ending_leases
 
+    check_metrics_file(app)
     errors = 0
     with stoppable(app):
         while True:
@@ -65,21 +66,49 @@ def record_passes(app: AppContext, passes: Iterable[tuple[Any, float]]) -> int:
     for report, duration in passes:
         if not structured:
             emit_report(app, report, duration)
+        elif app.settings.log_format != "json":
+            tell_errors(app, report)  # the results are for programs; what went wrong is still told
         errors += report.errors
         figures.append((report, duration, time.time()))
     if app.settings.metrics_file:
         from jedictl.engine.views.metrics import PassFigures, status_counts, write_metrics
+        from jedictl.errors import JedictlError
 
         tasks, jobs = status_counts(app.store())
-        write_metrics(app.settings.metrics_file,
-                      [PassFigures(report.name, duration, {k: v for k, v in report.counts.items() if isinstance(v, int)}, report.errors, ended)
-                       for report, duration, ended in figures], tasks, jobs)
+        try:
+            write_metrics(app.settings.metrics_file,
+                          [PassFigures(report.name, duration, {k: v for k, v in report.counts.items() if isinstance(v, int)}, report.errors, ended)
+                           for report, duration, ended in figures], tasks, jobs)
+        except OSError as exc:  # checked before the passes; the disk or the directory changed since
+            raise JedictlError(f"{metrics_file_name(app)}: cannot write {app.settings.metrics_file}: {exc.strerror or exc}") from exc
     if structured:
         if len(figures) == 1:
             app.emit(figures[0][0].as_dict())
         else:
             app.emit({"passes": [report.as_dict() | {"duration_s": round(duration, 3)} for report, duration, _ in figures]})
     return errors
+
+
+def check_metrics_file(app: AppContext, flag: bool = False) -> None:
+    """Refuse a metrics file that cannot be written before any pass runs (exit 2, nothing written);
+    `flag`: it was given as --metrics-file."""
+    path = app.settings.metrics_file
+    if not path:
+        return
+    from jedictl.engine.views.metrics import path_problem
+    from jedictl.errors import BadInput
+
+    problem = path_problem(path)
+    if problem:
+        raise BadInput(problem, "--metrics-file" if flag else metrics_file_name(app))
+
+
+def metrics_file_name(app: AppContext) -> str:
+    """Where the metrics file was named: the option, the environment variable or the setting."""
+    source = app.loaded.sources.get("metrics_file", "")
+    if source.startswith("env "):
+        return source.removeprefix("env ")
+    return "--metrics-file" if source in ("flag", "") else "metrics_file"
 
 
 def emit_report(app: AppContext, report: Any, duration: float | None = None) -> None:
@@ -93,11 +122,34 @@ def emit_report(app: AppContext, report: Any, duration: float | None = None) -> 
         return
     counts = ", ".join(f"{key} {value}" for key, value in data.items() if key not in ("pass", "items")) or "nothing to do"
     app.note(f"{report.name}: {counts}")
-    items = data["items"]
-    if app.quiet:  # cron: only what went wrong, so that mail means something
-        items = [item for item in items if item.get("outcome") == "error"]
+    tell_errors(app, report)
+    # What went wrong is on stderr (above); stdout keeps the results. Cron (-q): only what went wrong.
+    items = [] if app.quiet else [item for item in data["items"] if item.get("outcome") != "error"]
     if items and (app.verbose or app.output == "tsv" or any(item.get("reason") for item in items)):
         app.emit(items)
+
+
+#: The item fields that name what an error item is about, in the order they are told.
+_SUBJECTS = (("task_id", "task"), ("job_id", "job"), ("site", "site"), ("pilot_id", "pilot"), ("action", "action"))
+
+
+def tell_errors(app: AppContext, report: Any) -> None:
+    """One line on stderr per error of a pass, naming the pass and the object; at -vv each error's
+    traceback (with the SQL statement of a store error) before them."""
+    import sys
+    import traceback
+
+    from jedictl.commands._common import one_line
+
+    if app.verbose >= 2:
+        for failure in getattr(report, "failures", ()):
+            traceback.print_exception(failure, file=sys.stderr)
+    for item in report.items:
+        if item.get("outcome") != "error":
+            continue
+        subject = " ".join(f"{word} {item[key]}" for key, word in _SUBJECTS if item.get(key) is not None)
+        where = f"{report.name}: {subject}" if subject else report.name
+        typer.echo(one_line(f"jedictl: error: {where}: {item.get('reason') or 'failed'}"), err=True)
 
 
 def log_line(app: AppContext, record: dict[str, Any]) -> None:
@@ -118,14 +170,14 @@ def progress(app: AppContext) -> Iterator[None]:
     if app.quiet or not sys.stderr.isatty() or app.output != "table" or app.settings.log_format != "text":
         yield
         return
-    from rich.console import Console
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+    from jedictl.commands._help import console
     from jedictl.engine.agent import watching
 
     bars: dict[int, Any] = {}
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TextColumn("{task.completed} done"), TimeElapsedColumn(),
-                  console=Console(stderr=True), transient=True) as display:
+                  console=console(stderr=True), transient=True) as display:
         def seen(report: Any, outcome: str) -> None:
             bar = bars.get(id(report))
             if bar is None:

@@ -8,17 +8,20 @@ are parsed at every level (`jedictl --db X task list`, `jedictl task --db X list
 the same name itself (demo's `--db`) keeps its own.
 
 `RootGroup` runs the whole invocation inside `_common.error_funnel`, the one place where errors
-become one line and an exit code.
+become one line and an exit code; Click's usage errors, raised while the command line is parsed at any
+level, become one line too (`_usage`), never Typer's box.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Sequence
 
 import typer
 import typer.core
 
+from jedictl.commands._help import HelpMixin
 from jedictl.commands._common import VERBOSE_KEY, _env_verbose, error_funnel, given_options, global_params
 
 
@@ -38,8 +41,8 @@ def _with_globals(params: list[Any] | None, callback: Callable[..., Any] | None)
     return [*(params or []), *shared], call, names
 
 
-class Command(typer.core.TyperCommand):
-    """A command that also takes the global options."""
+class Command(HelpMixin, typer.core.TyperCommand):
+    """A command that also takes the global options (and jedictl's help: `_help.HelpMixin`)."""
 
     def __init__(self, *args: Any, params: list[Any] | None = None, callback: Callable[..., Any] | None = None, **kwargs: Any) -> None:
         params, callback, self.global_names = _with_globals(params, callback)
@@ -51,8 +54,8 @@ class Command(typer.core.TyperCommand):
         return super().invoke(ctx)
 
 
-class Group(typer.core.TyperGroup):
-    """A group that also takes the global options (`jedictl task --db X list`)."""
+class Group(HelpMixin, typer.core.TyperGroup):
+    """A group that also takes the global options (`jedictl task --db X list`) (and jedictl's help)."""
 
     def __init__(self, *args: Any, params: list[Any] | None = None, callback: Callable[..., Any] | None = None, **kwargs: Any) -> None:
         params, callback, self.global_names = _with_globals(params, callback)
@@ -62,9 +65,32 @@ class Group(typer.core.TyperGroup):
 class RootGroup(Group):
     """The program: every error of every command ends in the one funnel."""
 
+    _argv: Sequence[str] = ()
+
+    def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
+        self._argv = tuple(args)
+        with _usage_errors(self._argv):
+            return super().make_context(info_name, args, parent=parent, **extra)
+
     def invoke(self, ctx: typer.Context) -> Any:
-        with error_funnel(ctx):
+        with _usage_errors(self._argv), error_funnel(ctx):
             return super().invoke(ctx)
+
+
+@contextmanager
+def _usage_errors(argv: Sequence[str]) -> Iterator[None]:
+    """A usage error of Click's parser (exit 2) as jedictl's one error line and a hint line at most."""
+    from jedictl.commands._usage import ClickException, NoArgsIsHelpError, usage_lines
+
+    try:
+        yield
+    except NoArgsIsHelpError:
+        raise  # `jedictl task`: the help, as asked for
+    except ClickException as exc:
+
+        for line in usage_lines(exc, argv):
+            typer.echo(line, err=True)
+        raise typer.Exit(exc.exit_code) from None
 
 
 class App(typer.Typer):

@@ -261,10 +261,12 @@ def error_funnel(ctx: typer.Context) -> Iterator[None]:
         os.dup2(devnull, sys.stdout.fileno())
         raise typer.Exit(141) from None
     except Exception as exc:  # noqa: BLE001 - the funnel is the last line of defence
-        if ctx.meta.get(VERBOSE_KEY, _env_verbose()) >= 2:
+        traced = ctx.meta.get(VERBOSE_KEY, _env_verbose()) >= 2
+        if traced:
             traceback.print_exc(file=sys.stderr)
         message = one_line(mask_url(str(exc).splitlines()[0] if str(exc) else type(exc).__name__))
-        typer.echo(f"jedictl: internal error: {type(exc).__name__}: {message} (run with -vv for the traceback)", err=True)
+        hint = "" if traced else " (run with -vv for the traceback)"
+        typer.echo(f"jedictl: internal error: {type(exc).__name__}: {message}{hint}", err=True)
         raise typer.Exit(1) from None
 
 
@@ -291,3 +293,24 @@ def read_source(source: str) -> tuple[str, str]:
             return handle.read(), source
     except (OSError, UnicodeDecodeError) as exc:
         raise BadInput(f"cannot read the file ({getattr(exc, 'strerror', None) or exc})", source) from exc
+
+
+@contextmanager
+def read_lines(source: str) -> Iterator[tuple[Iterator[bytes], str]]:
+    """The lines of FILE or of stdin for "-" as they are read (bytes, each ending at \\n: JSON Lines),
+    and the name to use in messages -- for inputs too large to hold at once."""
+    from jedictl.errors import BadInput
+
+    if source == "-":
+        stream = getattr(sys.stdin, "buffer", None)
+        if stream is None:  # a text-only stdin (an embedding caller): its text, split as JSON Lines are
+            yield iter([line.encode("utf-8") for line in sys.stdin.read().split("\n")]), "stdin"
+        else:
+            yield iter(stream), "stdin"
+        return
+    try:
+        handle = open(source, "rb")
+    except OSError as exc:
+        raise BadInput(f"cannot read the file ({getattr(exc, 'strerror', None) or exc})", source) from exc
+    with handle:
+        yield iter(handle), source

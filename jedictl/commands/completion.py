@@ -20,6 +20,8 @@ from typing import Annotated
 import typer
 import typer.completion
 
+from jedictl.commands._help import HelpCommand, HelpGroup
+
 PROG_NAME = "jedictl"
 COMPLETE_VAR = "_JEDICTL_COMPLETE"
 
@@ -41,6 +43,7 @@ SCRIPT_FILES: dict[Shell, str] = {Shell.bash: "jedictl.bash", Shell.zsh: "_jedic
 app = typer.Typer(
     help="Shell completion for bash, zsh and fish: print the script or install it for your user.",
     no_args_is_help=True,
+    cls=HelpGroup,
 )
 
 ShellOpt = Annotated[
@@ -106,7 +109,7 @@ def activation_hint(shell: Shell, path: Path) -> str:
     return "New fish sessions load it automatically."
 
 
-@app.command("show")
+@app.command("show", cls=HelpCommand)
 def show(shell: ShellOpt = None) -> None:
     """Print the completion script, to source it or to install it by hand.
 
@@ -116,7 +119,7 @@ def show(shell: ShellOpt = None) -> None:
     typer.echo(completion_script(shell or detect_shell()), nl=False)
 
 
-@app.command("install")
+@app.command("install", cls=HelpCommand)
 def install(
     shell: ShellOpt = None,
     path: Annotated[Path | None, typer.Option("--path", metavar="FILE", help="Write the script here instead of the shell's per-user completion directory.", show_default=False)] = None,

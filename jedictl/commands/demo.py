@@ -19,7 +19,7 @@ EXECUTE_MARK = ".jedictl-demo-execute"
 
 def demo(
     ctx: typer.Context,
-    db: Annotated[Optional[str], typer.Option("--db", metavar="PATH", help=f"Build the demo store here (a new SQLite file, or an empty store URL). Default: ./{DEFAULT_DB}, replaced on each run.")] = None,
+    db: Annotated[Optional[str], typer.Option("--db", metavar="PATH", help=f"Build the demo store here (a new SQLite file, or an empty store URL); also read before the command and from JEDICTL_DB. Default: ./{DEFAULT_DB}, replaced on each run.")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed for brokerage and the pilots' failures: the same seed replays the same run.")] = 1,
     pace: Annotated[Optional[float], typer.Option("--pace", metavar="SECONDS", min=0.0, help="Pause between rounds (default: 0.3 on a terminal, 0 otherwise).")] = None,
     execute: Annotated[bool, typer.Option("--execute", help=f"Run one small task for real instead: real input files, a real payload and real pilot processes started by harvest, in ./{EXECUTE_DIR}/ (replaced on each run).")] = False,
@@ -35,15 +35,16 @@ def demo(
     """
     from jedictl.errors import BadInput
 
+    db, named_by = _named_store(ctx, db)
     if execute:
         if pace is not None:
             raise BadInput("runs on the wall clock with --execute; leave it out", "--pace")
-        _execute(ctx, db, seed)
+        _execute(ctx, db, seed, named_by)
         return
     path = db or DEFAULT_DB
     is_url = "://" in path
     if not is_url and os.path.exists(path) and db is not None:
-        raise BadInput("exists; the demo builds a new store (remove it or choose another path)", "--db")
+        raise BadInput("exists; the demo builds a new store (remove it or choose another path)", named_by)
     if not is_url:
         for suffix in ("", "-wal", "-shm"):  # the default demo store is the demo's own: replaced
             if os.path.exists(path + suffix):
@@ -53,7 +54,7 @@ def demo(
     from jedictl.store.migrate import upgrade
 
     if is_url and demo_engine.holds_tasks(app.settings.db):  # before any migration touches someone's store
-        raise BadInput("already holds tasks; the demo needs an empty store", "--db")
+        raise BadInput("already holds tasks; the demo needs an empty store", named_by)
     upgrade(app.settings.db, busy_timeout_s=app.settings.sqlite_busy_timeout_s)
     store = app.store()
     start = app.clock.now()
@@ -75,6 +76,22 @@ def demo(
         raise typer.Exit(1)
 
 
+def _named_store(ctx: typer.Context, db: Optional[str]) -> tuple[Optional[str], str]:
+    """The store the operator named for the demo, and how: its own --db, the global one given before
+    the command (`jedictl --db X demo`), or JEDICTL_DB; None for the demo's default. A store set only in
+    the configuration file is the operator's own, never the demo's."""
+    from jedictl.commands._common import given_options
+    from jedictl.config import ENV_DB
+
+    if db:
+        return db, "--db"
+    if given_options(ctx).db:
+        return given_options(ctx).db, "--db"
+    if os.environ.get(ENV_DB):
+        return os.environ[ENV_DB], ENV_DB
+    return None, "--db"
+
+
 class _Display:
     """A rich Live view on a terminal; one plain line per round elsewhere (cron, pipes, CI logs)."""
 
@@ -82,10 +99,11 @@ class _Display:
         self.tasks, self.app = tasks, app
         self.live = None
         if live:
-            from rich.console import Console
             from rich.live import Live
 
-            self.live = Live(console=Console(stderr=True), refresh_per_second=8, transient=False, vertical_overflow="visible")
+            from jedictl.commands._help import console
+
+            self.live = Live(console=console(stderr=True), refresh_per_second=8, transient=False, vertical_overflow="visible")
 
     def __enter__(self) -> _Display:
         if self.live is not None:
@@ -170,7 +188,7 @@ def _summary(app: Any, tasks: Any, snap: Any, last: Any, elapsed: float, path: s
              f"  jedictl --db {store} check")
 
 
-def _execute(ctx: typer.Context, db: Optional[str], seed: int) -> None:
+def _execute(ctx: typer.Context, db: Optional[str], seed: int, named_by: str = "--db") -> None:
     """`demo --execute`: docs/executing.md, "Try it in five minutes"."""
     import shutil
     from pathlib import Path
@@ -190,7 +208,7 @@ def _execute(ctx: typer.Context, db: Optional[str], seed: int) -> None:
     from jedictl.store.migrate import upgrade
 
     if "://" in path and db is not None and execute_demo.holds_tasks(app.settings.db):
-        raise BadInput("already holds tasks; the demo needs an empty store", "--db")
+        raise BadInput("already holds tasks; the demo needs an empty store", named_by)
     upgrade(app.settings.db, busy_timeout_s=app.settings.sqlite_busy_timeout_s)
     store = app.store()
     workspace = execute_demo.Workspace(root)

@@ -32,7 +32,7 @@ def dispatch(
     walltime: Annotated[Optional[int], typer.Option("--walltime", metavar="SECONDS", help="Only jobs needing at most SECONDS of walltime (or stating none).", show_default=False)] = None,
     resource_type: Annotated[Optional[str], typer.Option("--resource-type", metavar="TYPE", help="Only jobs of this resource type (SCORE, MCORE, ...).", show_default=False)] = None,
     label: Annotated[Optional[LabelFamily], typer.Option("--label", help="Only this family: user (user, panda, install), managed (managed, test, prod_test, install) or unified (both).", show_default=False)] = None,
-    task_id: Annotated[Optional[int], typer.Option("--task", metavar="ID", help="Only jobs of this task.", show_default=False)] = None,
+    task_id: Annotated[Optional[int], typer.Option("--task", metavar="TASK_ID", help="Only jobs of this task.", show_default=False)] = None,
     seed: SeedOpt = None,
 ) -> None:
     """Hand activated jobs of SITE to an executor: they become `sent`, and their payloads are printed.

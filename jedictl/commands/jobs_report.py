@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Annotated, List, Optional
 
 import typer
@@ -25,19 +26,24 @@ def report(
     """
     app = context(ctx)
     from jedictl.commands._agent import emit_report
+    from jedictl.commands._common import read_lines
     from jedictl.engine.agent import PassReport
     from jedictl.engine.jobs.outcomes import ingest_reports
-    from jedictl.engine.jobs.reports import parse_reports
+    from jedictl.engine.jobs.reports import Refused, stream_reports
     from jedictl.errors import BadInput
 
-    text, name = read_source(source)
-    reports, refused = parse_reports(text)
-    if not reports and not refused:
-        raise BadInput("holds no reports", name)
-    results = ingest_reports(app.store(), reports, app.settings, app.clock.now()) if reports else []
+    refused: list[Refused] = []
+    with read_lines(source) as (lines, name):
+        # Read, parsed and applied a batch at a time: the input is never held whole.
+        reports = stream_reports(lines, refused)
+        first = next(reports, None)
+        if first is None and not refused:
+            raise BadInput("holds no reports", name)
+        results = ingest_reports(app.store(), itertools.chain([first], reports), app.settings, app.clock.now()) if first is not None else []
     summary = PassReport("report")
     items = [r.as_item() for r in results] + [{"line": r.line, "job_id": r.job_id, "outcome": "refused", "status": None, "reason": r.reason}
                                               for r in refused]
+    del results
     for item in sorted(items, key=lambda i: i["line"]):
         summary.add(item.pop("outcome"), **item)
     emit_report(app, summary)

@@ -43,7 +43,11 @@ def run(
     if log_format is not None and log_format not in ("text", "json"):
         raise BadInput("must be text or json", "--log-format")
     if changes:
-        app.loaded = dataclasses.replace(app.loaded, settings=dataclasses.replace(app.settings, **changes))
+        app.loaded = dataclasses.replace(app.loaded, settings=dataclasses.replace(app.settings, **changes),
+                                         sources={**app.loaded.sources, **{key: "flag" for key in changes}})
+    from jedictl.commands._agent import check_metrics_file
+
+    check_metrics_file(app, flag=metrics_file is not None)  # before any pass commits
     store = app.store()
     errors = 0
     with stoppable(app):  # SIGINT/SIGTERM: the leases of the pass are released before exiting

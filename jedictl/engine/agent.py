@@ -19,7 +19,8 @@ from datetime import datetime
 from typing import Any, Callable, Iterator
 
 from jedictl.clock import PassClock
-from jedictl.errors import LeaseLost
+from jedictl.errors import LeaseLost, StoreUnavailable
+from jedictl.redact import mask_url
 from jedictl.store import task_leases
 from jedictl.store.database import open_store
 
@@ -45,12 +46,25 @@ class PassReport:
     name: str
     counts: dict[str, int] = field(default_factory=dict)
     items: list[dict[str, Any]] = field(default_factory=list)
+    #: The exceptions behind the "error" items, with their SQL and tracebacks: shown only at -vv.
+    failures: list[BaseException] = field(default_factory=list, repr=False, compare=False)
 
     def add(self, outcome: str, **item: Any) -> None:
         self.counts[outcome] = self.counts.get(outcome, 0) + 1
         self.items.append({"outcome": outcome, **item})
         for listener in _LISTENERS:
             listener(self, outcome)
+
+    def add_failure(self, exc: BaseException, **item: Any) -> None:
+        """An "error" item for an object (or the whole pass) that raised `exc`: its reason is one line,
+        the exception is kept in `failures` for -vv.
+
+        A store that refuses this process (read-only, unreachable) is no object's failure: it is raised
+        on, and ends the command as a store problem (exit 3)."""
+        if isinstance(exc, StoreUnavailable):
+            raise exc
+        self.failures.append(exc)
+        self.add("error", **item, reason=error_line(exc))
 
     @property
     def errors(self) -> int:
@@ -72,13 +86,18 @@ def leased_pass(
     lease_seconds: float,
     limit: int,
     claim_batch: int,
+    handle_batch: Callable[[list[int]], dict[int, tuple[str, str | None]]] | None = None,
 ) -> PassReport:
     """Claim tasks matching `candidates` in batches and call `handle(task_id) -> (outcome, reason)`.
 
     `candidates` and `order_by` are a task filter and an order the store names (store.task_leases,
     store.completion.candidates); the pass hands them to the store's claim without reading them. Each
     batch is claimed from the pass's current moment (`PassClock`): a batch claimed late in a long pass
-    holds its leases for `lease_seconds` from then, not from the pass's start."""
+    holds its leases for `lease_seconds` from then, not from the pass's start.
+
+    `handle_batch(ids) -> {task_id: (outcome, reason)}`, if given, first takes the whole claimed batch
+    (finalize: many tasks in one transaction); the tasks it leaves out, or all of them if it fails,
+    go through `handle` one by one."""
     budget = limit
     seen: set[int] = set()
     clock = PassClock(now)
@@ -89,7 +108,15 @@ def leased_pass(
             break
         budget -= len(ids)
         seen.update(ids)
-        for task_id in ids:
+        done: dict[int, tuple[str, str | None]] = {}
+        if handle_batch is not None:
+            try:
+                done = handle_batch(ids)
+            except Exception:  # noqa: BLE001 - rolled back: every task goes the one-task way, which reports its fault
+                done = {}
+        for task_id, (outcome, reason) in done.items():
+            report.add(outcome, task_id=task_id, reason=reason)
+        for task_id in (i for i in ids if i not in done):
             try:
                 outcome, reason = handle(task_id)
                 report.add(outcome, task_id=task_id, reason=reason)
@@ -99,11 +126,22 @@ def leased_pass(
                 with store.begin() as conn:
                     task_leases.release(conn, task_id, owner)
                 report.add("skipped", task_id=task_id, reason=str(exc))
+            except StoreUnavailable:
+                raise
             except Exception as exc:  # noqa: BLE001 - one task's failure must not stop the pass
                 with store.begin() as conn:
                     task_leases.release(conn, task_id, owner)
-                report.add("error", task_id=task_id, reason=f"{type(exc).__name__}: {exc}")
+                report.add_failure(exc, task_id=task_id)
     return report
+
+
+def error_line(exc: BaseException) -> str:
+    """`exc` as one line for a report: its type and first line. A driver's error is named as the driver
+    said it, without the SQL statement and parameters SQLAlchemy's wrapper appends (those are -vv's)."""
+    cause = getattr(exc, "orig", None)
+    shown = cause if isinstance(cause, BaseException) else exc
+    text = str(shown).strip()
+    return mask_url(f"{type(shown).__name__}: {text.splitlines()[0]}" if text else type(shown).__name__)
 
 
 def ending_leases(store: Any, owner: str, report: PassReport | None) -> list[int]:

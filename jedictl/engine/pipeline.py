@@ -91,8 +91,8 @@ def run_pipeline(store: Any, settings: Settings, owner: str, clock: Callable[[],
             continue  # no site has a batch system: pilots come on their own, nothing to harvest
         try:
             report = PASSES[name](store, settings, owner, clock(), seed)
-        except Exception as exc:  # noqa: BLE001 - one agent's failure must not stop the pipeline
+        except Exception as exc:  # noqa: BLE001 - one agent's failure must not stop the pipeline (a store refusing us does)
             report = PassReport(name)
-            report.add("error", reason=f"{type(exc).__name__}: {exc}")
+            report.add_failure(exc)
         ending_leases(store, owner, report)  # no pass hands a lease to the next (nor to the next run)
         yield report, time.monotonic() - started

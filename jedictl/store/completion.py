@@ -11,11 +11,12 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, Row, and_, exists, func, literal, or_, select, update
+from sqlalchemy import ColumnElement, Connection, Row, and_, exists, func, insert, literal, or_, select, update
 
 from jedictl.model import JOB_FINAL, DatasetStatus, FileStatus, JobStatus, TaskStatus
 from jedictl.store.bulk import slices
-from jedictl.store.schema import catalog_datasets, datasets, files, job_files, jobs, sites, tasks
+from jedictl.store.schema import catalog_datasets, datasets, files, job_files, jobs, sites, task_status_history, tasks
+from jedictl.store.set_based import update_from_rows
 
 #: Datasets whose released files generate jobs: a task's phase is complete when none of them (as a
 #: master) has a released file that is not terminal (final_status.phase_complete).
@@ -64,8 +65,15 @@ def candidates(now: datetime, min_success_fraction: float, assessment_minutes: f
                                                      jobs.c.kind == "normal")))
     live = exists(select(jobs.c.id).where(jobs.c.task_id == tasks.c.id, jobs.c.status.notin_([s.value for s in JOB_FINAL])))
     aborted = and_(tasks.c.status == TOABORT, ~live)
-    return or_(and_(tasks.c.status.in_(PHASE_STATUSES), ~unprocessed_master()), early, scout_data,
-               tasks.c.status.in_([s for s in TO_BE_FINISHED if s != TOABORT]), aborted)
+    # The status list first, on its own: the index on (status, priority) then skips the tasks that
+    # can never be candidates -- every ended task, most of a big store -- without looking at them.
+    return tasks.c.status.in_(CANDIDATE_STATUSES) & or_(
+        and_(tasks.c.status.in_(PHASE_STATUSES), ~unprocessed_master()), early, scout_data,
+        tasks.c.status.in_([s for s in TO_BE_FINISHED if s != TOABORT]), aborted)
+
+
+#: Every status `candidates` may take.
+CANDIDATE_STATUSES = tuple(dict.fromkeys(PHASE_STATUSES + TO_BE_FINISHED))
 
 
 # ------------------------------------------------------------------------------------------ scouts
@@ -82,18 +90,33 @@ def finished_jobs(conn: Connection, task_id: int, *, scouts_only: bool, limit: i
     """Finished (normal) jobs of a task with what the scout statistics need: the reported metrics, the
     bytes of input they read (their `input` job files), whether they read only pseudo input, and the
     core power of their site."""
-    input_bytes = (select(func.coalesce(func.sum(job_files.c.size), 0))
-                   .where(job_files.c.job_id == jobs.c.id, job_files.c.type == "input").scalar_subquery())
-    reads_files = exists(select(job_files.c.id).where(job_files.c.job_id == jobs.c.id, job_files.c.type == "input"))
-    query = (select(jobs.c.id, jobs.c.n_events, jobs.c.output_bytes, jobs.c.wall_time, jobs.c.cpu_time, jobs.c.core_count,
-                    jobs.c.max_pss, jobs.c.started_at, jobs.c.ended_at, sites.c.core_power,
-                    input_bytes.label("input_bytes"), (~reads_files).label("pseudo_input"))
-             .select_from(jobs.outerjoin(sites, sites.c.name == jobs.c.site))
-             .where(jobs.c.task_id == task_id, jobs.c.status == JobStatus.FINISHED.value, jobs.c.kind == "normal")
-             .order_by(jobs.c.id).limit(limit))
+    query = _finished_jobs_query().where(jobs.c.task_id == task_id).order_by(jobs.c.id).limit(limit)
     if scouts_only:
         query = query.where(jobs.c.is_scout.is_(True))
     return list(conn.execute(query))
+
+
+def finished_jobs_of_tasks(conn: Connection, task_ids: Iterable[int], *, limit: int) -> dict[int, list[Row]]:
+    """`finished_jobs` (scouts or not) of many tasks in one query per slice: each task's first `limit`."""
+    numbered = _finished_jobs_query().add_columns(
+        func.row_number().over(partition_by=jobs.c.task_id, order_by=jobs.c.id).label("position"), jobs.c.task_id.label("of_task"))
+    found: dict[int, list[Row]] = {}
+    for part in slices(sorted(set(task_ids)), 200):
+        ranked = numbered.where(jobs.c.task_id.in_(list(part))).subquery()
+        for row in conn.execute(select(ranked).where(ranked.c.position <= limit).order_by(ranked.c.of_task, ranked.c.id)):
+            found.setdefault(row.of_task, []).append(row)
+    return found
+
+
+def _finished_jobs_query() -> Any:
+    input_bytes = (select(func.coalesce(func.sum(job_files.c.size), 0))
+                   .where(job_files.c.job_id == jobs.c.id, job_files.c.type == "input").scalar_subquery())
+    reads_files = exists(select(job_files.c.id).where(job_files.c.job_id == jobs.c.id, job_files.c.type == "input"))
+    return (select(jobs.c.id, jobs.c.n_events, jobs.c.output_bytes, jobs.c.wall_time, jobs.c.cpu_time, jobs.c.core_count,
+                   jobs.c.max_pss, jobs.c.started_at, jobs.c.ended_at, sites.c.core_power,
+                   input_bytes.label("input_bytes"), (~reads_files).label("pseudo_input"))
+            .select_from(jobs.outerjoin(sites, sites.c.name == jobs.c.site))
+            .where(jobs.c.status == JobStatus.FINISHED.value, jobs.c.kind == "normal"))
 
 
 def scout_outcomes(conn: Connection, task_id: int) -> tuple[int, int]:
@@ -177,3 +200,62 @@ def live_jobs(conn: Connection, task_id: int) -> int:
     """Jobs of the task not final yet (killed ones still on a worker included)."""
     return conn.execute(select(func.count()).select_from(jobs).where(
         jobs.c.task_id == task_id, jobs.c.status.notin_([s.value for s in JOB_FINAL]))).scalar_one()
+
+
+# ---------------------------------------------------------------------------- many tasks at once
+# The batched finalize (engine.finalize.batch): a claimed batch of tasks is read and ended in one
+# write transaction, every write guarded as the one-task path guards it.
+
+def tasks_by_id(conn: Connection, task_ids: Iterable[int]) -> dict[int, Row]:
+    return {row.id: row for part in slices(sorted(set(task_ids))) for row in conn.execute(select(tasks).where(tasks.c.id.in_(list(part))))}
+
+
+def datasets_of_tasks(conn: Connection, task_ids: Iterable[int], *, lock: bool = False) -> dict[int, list[Row]]:
+    """Each task's datasets in id order; `lock`: held until the transaction ends, taken in id order
+    (PostgreSQL row locks, like every counter writer; SQLite's write transaction already excludes them)."""
+    found: dict[int, list[Row]] = {}
+    for part in slices(sorted(set(task_ids))):
+        query = select(datasets).where(datasets.c.task_id.in_(list(part))).order_by(datasets.c.id)
+        for row in conn.execute(query.with_for_update() if lock and conn.dialect.name == "postgresql" else query):
+            found.setdefault(row.task_id, []).append(row)
+    return found
+
+
+def statuses_of(conn: Connection, task_ids: Iterable[int]) -> dict[int, str]:
+    return dict(row for part in slices(sorted(set(task_ids))) for row in conn.execute(
+        select(tasks.c.id, tasks.c.status).where(tasks.c.id.in_(list(part)))))
+
+
+def children_of(conn: Connection, task_ids: Iterable[int]) -> list[Row]:
+    """(id, parent_id, status) of the direct children of these tasks."""
+    return [row for part in slices(sorted(set(task_ids))) for row in conn.execute(
+        select(tasks.c.id, tasks.c.parent_id, tasks.c.status).where(tasks.c.parent_id.in_(list(part))).order_by(tasks.c.id))]
+
+
+def end_leased_tasks(conn: Connection, owner: str, changes: Sequence[tuple[int, str, dict[str, Any]]]) -> int:
+    """Write (task id, status it was decided on, new column values) for many tasks: one set-based
+    UPDATE per set of columns, each row guarded by its status and `owner`'s lease. Returns the tasks
+    changed; the caller compares it with len(changes)."""
+    groups: dict[tuple[str, ...], list[tuple]] = {}
+    for task_id, expected, values in changes:
+        names = tuple(sorted(values))
+        groups.setdefault(names, []).append((*(values[name] for name in names), task_id, str(expected), owner))
+    return sum(update_from_rows(conn, tasks, names, ("id", "status", "lease_owner"), rows) for names, rows in groups.items())
+
+
+def record_statuses(conn: Connection, rows: Sequence[tuple[int, str, str | None, str | None, datetime, str]]) -> None:
+    """Status history lines (task id, status, previous status, reason, changed at, changed by)."""
+    if rows:
+        conn.execute(insert(task_status_history), [
+            {"task_id": task_id, "status": str(status), "previous_status": str(previous) if previous else None, "reason": reason,
+             "changed_at": changed_at, "changed_by": by} for task_id, status, previous, reason, changed_at, by in rows])
+
+
+def update_many_datasets(conn: Connection, changes: Sequence[tuple[int, int, dict[str, Any]]], now: datetime) -> int:
+    """(dataset id, task id, values) for many datasets, one set-based UPDATE per set of columns, in
+    dataset-id order; returns the rows changed."""
+    groups: dict[tuple[str, ...], list[tuple]] = {}
+    for dataset_id, task_id, values in sorted(changes, key=lambda change: change[0]):
+        names = tuple(sorted(values)) + ("modified_at",)
+        groups.setdefault(names, []).append((*(str(values[n]) if n == "status" else values[n] for n in names[:-1]), now, dataset_id, task_id))
+    return sum(update_from_rows(conn, datasets, names, ("id", "task_id"), rows) for names, rows in groups.items())

@@ -3,7 +3,13 @@
 SQLite (the embedded default): WAL, foreign keys, a busy timeout, and every write transaction started
 with `BEGIN IMMEDIATE`, so two agents serialise on the write lock up front instead of failing at commit
 (Python 3.11's sqlite3 otherwise begins lazily and never before a SELECT). Read-only work opens a
-deferred transaction and does not take the write lock.
+deferred transaction and does not take the write lock, and never writes: WAL mode (a change to the
+file's header) is asked for only before a write transaction, so a read command leaves a file that is
+not a store -- an empty one, someone else's database -- byte for byte as it was.
+
+A store that refuses writes (a SQLite file or directory without write permission, a PostgreSQL
+read-only transaction or a role without the privilege) is a store problem: StoreUnavailable (exit 3)
+with one line naming the file or the store and what is missing, never a driver's error with its SQL.
 
 PostgreSQL: psycopg 3. Safety under concurrency comes from guarded UPDATEs and `FOR UPDATE SKIP LOCKED`.
 """
@@ -12,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import sqlite3
 from dataclasses import dataclass
 from datetime import datetime
@@ -28,6 +35,7 @@ from jedictl.redact import mask_url
 from jedictl.store.revisions import HEAD_REVISION, REVISIONS
 
 _READ_ONLY = "jedictl_read_only"
+_WAL_CHECKED = "jedictl_wal_checked"
 
 
 def sqlite_path(url: URL) -> Path | None:
@@ -97,7 +105,59 @@ def create_store_engine(url: str, busy_timeout_s: float = 60.0, foreign_keys: bo
         raise StoreUnavailable(f"store URL {mask_url(url)!r}: driver not installed ({exc}); pip install 'jedictl[postgres]'") from exc
     except ModuleNotFoundError as exc:
         raise StoreUnavailable(f"store URL {mask_url(url)!r}: driver not installed ({exc.name}); pip install 'jedictl[postgres]'") from exc
+    _report_refused_writes(engine, url, parsed)
     return engine
+
+
+#: SQLSTATEs of a PostgreSQL store that refuses this process's writes: a read-only transaction (a hot
+#: standby, `default_transaction_read_only`), missing privileges.
+_PG_REFUSED = {"25006": "is read-only", "42501": "refuses this role"}
+
+
+def _report_refused_writes(engine: Engine, url: str, parsed: URL) -> None:
+    """Errors of a store that cannot be written (or, for SQLite, opened) become StoreUnavailable."""
+
+    @event.listens_for(engine, "handle_error")
+    def _on_error(context) -> None:  # noqa: ANN001 - sqlalchemy.engine.ExceptionContext
+        problem = refused_write(context.original_exception, url, parsed)
+        if problem is not None:
+            raise StoreUnavailable(problem) from context.sqlalchemy_exception
+
+
+def refused_write(error: BaseException, url: str, parsed: URL) -> str | None:
+    """The one line for a driver error that says the store cannot be written; None for any other error."""
+    message = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    path = sqlite_path(parsed)
+    if isinstance(error, sqlite3.Error):
+        name = getattr(error, "sqlite_errorname", "") or ""
+        readonly = name.startswith("SQLITE_READONLY") or "readonly database" in message
+        cannot_open = name.startswith("SQLITE_CANTOPEN") or "unable to open database file" in message
+        if not (readonly or cannot_open):
+            return None
+        where = str(path) if path is not None else mask_url(url)
+        return f"store {where} {'is read-only' if readonly else 'cannot be opened'}: {_missing_permission(path, message)}"
+    sqlstate = getattr(error, "sqlstate", None)
+    if sqlstate in _PG_REFUSED:
+        return f"store {mask_url(url)} {_PG_REFUSED[sqlstate]}: {mask_url(message)}"
+    return None
+
+
+def _missing_permission(path: Path | None, message: str) -> str:
+    """What keeps SQLite from writing `path`: the file's permission, its directory's, or SQLite's words."""
+    if path is None:
+        return message
+    directory = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        return "it is a directory, not a file"
+    if path.exists() and not os.access(path, os.W_OK):
+        return "no write permission on the file"
+    if not os.access(directory, os.W_OK):
+        return f"no write permission on its directory {directory} (SQLite keeps its -wal and -shm files there)"
+    for suffix in ("-wal", "-shm"):
+        companion = Path(f"{path}{suffix}")
+        if companion.exists() and not os.access(companion, os.W_OK):
+            return f"no write permission on {companion}"
+    return message
 
 
 @functools.lru_cache(maxsize=4096)  # a pass writes the same few `now`s on thousands of rows
@@ -120,7 +180,6 @@ def _configure_sqlite(engine: Engine, busy_timeout_s: float, foreign_keys: bool)
         cursor = dbapi_connection.cursor()
         cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
         cursor.execute(f"PRAGMA foreign_keys = {'ON' if foreign_keys else 'OFF'}")
-        cursor.execute("PRAGMA journal_mode = WAL")
         cursor.execute("PRAGMA synchronous = NORMAL")
         # The default 2 MB page cache thrashes once the file table's indexes outgrow it (a 1M-file
         # task); 64 MB is allocated lazily, so small stores and short commands pay nothing for it.
@@ -129,8 +188,16 @@ def _configure_sqlite(engine: Engine, busy_timeout_s: float, foreign_keys: bool)
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
-        mode = "DEFERRED" if conn.get_execution_options().get(_READ_ONLY) else "IMMEDIATE"
-        conn.exec_driver_sql(f"BEGIN {mode}")
+        if conn.get_execution_options().get(_READ_ONLY):
+            conn.exec_driver_sql("BEGIN DEFERRED")
+            return
+        # WAL is kept in the file's header: set once, by the first writer (`db init` for a new store),
+        # and never by a reader -- on an empty file that alone wrote a 4 KiB header.
+        info = conn.connection.info
+        if not info.get(_WAL_CHECKED):
+            conn.exec_driver_sql("PRAGMA journal_mode = WAL")
+            info[_WAL_CHECKED] = True
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 def open_store(url: str, busy_timeout_s: float = 60.0, check_schema: bool = True) -> Store:

@@ -19,6 +19,7 @@ from sqlalchemy import Connection, bindparam, exists, func, insert, select, upda
 from jedictl.model import JobStatus
 from jedictl.model.files import DatasetDelta, FileRecord, FileUpdate, JobFileRecord
 from jedictl.store.bulk import insert_new_returning, insert_tuples, slices, update_tuples
+from jedictl.store.set_based import ids_in, update_from_rows
 from jedictl.store.schema import (
     catalog_datasets,
     catalog_file_replicas,
@@ -42,6 +43,8 @@ FILE_STATE_COLUMNS = (files.c.id, files.c.dataset_id, files.c.type, files.c.stat
 TASK_STATE_COLUMNS = (tasks.c.id, tasks.c.status, tasks.c.ram_count, tasks.c.ram_unit, tasks.c.base_ram_count, tasks.c.cpu_time,
                       tasks.c.cpu_time_unit, tasks.c.core_count, tasks.c.resource_type, tasks.c.options)
 #: Job columns a final outcome writes (besides the guards).
+_JOB_COLUMNS_SQL = ", ".join(column.name for column in JOB_STATE_COLUMNS)
+_FILE_COLUMNS_SQL = ", ".join(column.name for column in FILE_STATE_COLUMNS)
 END_COLUMNS = ("status", "sub_status", "error_source", "error_code", "error_diag", "trans_exit_code", "wall_time", "cpu_time",
                "max_pss", "max_rss", "n_events", "output_bytes", "started_at", "ended_at", "modified_at", "state_changed_at")
 
@@ -63,22 +66,27 @@ def read_jobs(conn: Connection, job_ids: Iterable[int], lock: bool = False) -> d
     return found
 
 
+def lock_jobs_to_end(conn: Connection, job_ids: Iterable[int]) -> dict[int, Any]:
+    """`lock_jobs` for the ending path: the same columns (times as the driver returns them -- they are
+    only written back), read with the driver's own placeholders in slices, locked in id order on
+    PostgreSQL (SQLite's BEGIN IMMEDIATE already holds the write lock)."""
+    lock = " FOR UPDATE" if conn.dialect.name == "postgresql" else ""
+    return {row.id: row for row in ids_in(conn, f"SELECT {_JOB_COLUMNS_SQL} FROM jobs WHERE id IN ({{ids}}) ORDER BY id{lock}",
+                                          sorted(set(job_ids)))}
+
+
 def job_files_of(conn: Connection, job_ids: Iterable[int]) -> dict[int, list[JobFileRecord]]:
     found: dict[int, list[JobFileRecord]] = defaultdict(list)
-    c = job_files.c
-    for part in slices(sorted(set(job_ids))):
-        for job_id, file_id, dataset_id, lfn, kind, attempt in conn.execute(
-                select(c.job_id, c.file_id, c.dataset_id, c.lfn, c.type, c.attempt_nr).where(c.job_id.in_(list(part))).order_by(c.id)):
-            found[job_id].append(JobFileRecord(file_id, dataset_id, lfn, kind, attempt))
+    statement = "SELECT job_id, file_id, dataset_id, lfn, type, attempt_nr FROM job_files WHERE job_id IN ({ids}) ORDER BY id"
+    for job_id, file_id, dataset_id, lfn, kind, attempt in ids_in(conn, statement, sorted(set(job_ids))):
+        found[job_id].append(JobFileRecord(file_id, dataset_id, lfn, kind, attempt))
     return found
 
 
 def lock_files(conn: Connection, file_ids: Iterable[int]) -> dict[int, FileRecord]:
-    found: dict[int, FileRecord] = {}
-    for part in slices(sorted(set(file_ids))):
-        for row in conn.execute(_locked(conn, select(*FILE_STATE_COLUMNS).where(files.c.id.in_(list(part))).order_by(files.c.id))):
-            found[row[0]] = FileRecord(*row[:8], bool(row[8]), *row[9:])
-    return found
+    lock = " FOR UPDATE" if conn.dialect.name == "postgresql" else ""
+    statement = f"SELECT {_FILE_COLUMNS_SQL} FROM files WHERE id IN ({{ids}}) ORDER BY id{lock}"
+    return {row[0]: FileRecord(*row[:8], bool(row[8]), *row[9:]) for row in ids_in(conn, statement, sorted(set(file_ids)))}
 
 
 def task_states(conn: Connection, task_ids: Iterable[int]) -> dict[int, Any]:
@@ -149,10 +157,11 @@ def site_row(conn: Connection, name: str | None) -> Any:
 
 # ------------------------------------------------------------------------------------------ writes
 
-def end_jobs(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> int:
-    """Final status and metrics, guarded by the status and attempt the decision was made on."""
-    return update_tuples(conn, jobs, END_COLUMNS, ("id", "status", "attempt_nr"),
-                         [tuple(row[name] for name in END_COLUMNS) + (row["b_id"], row["b_status"], row["b_attempt"]) for row in rows])
+def end_jobs(conn: Connection, rows: Sequence[Sequence[Any]]) -> int:
+    """Final status and metrics, guarded by the status and attempt the decision was made on: each row
+    holds the END_COLUMNS values, then the job's id, the status and the attempt it was decided on.
+    One set-based UPDATE per batch; returns the jobs whose guard held."""
+    return update_from_rows(conn, jobs, END_COLUMNS, ("id", "status", "attempt_nr"), rows)
 
 
 def update_files(conn: Connection, updates: Sequence[FileUpdate]) -> int:
@@ -165,8 +174,8 @@ def update_files(conn: Connection, updates: Sequence[FileUpdate]) -> int:
              change.expected_attempt_nr))
     touched = 0
     for (extra, expected), rows in groups.items():
-        touched += update_tuples(conn, files, ("status", "attempt_nr", "failed_attempt", *extra), ("id", "attempt_nr"), rows,
-                                 guard=_one_of("status", expected))
+        touched += update_from_rows(conn, files, ("status", "attempt_nr", "failed_attempt", *extra), ("id", "attempt_nr"), rows,
+                                    guard=_one_of("files.status", expected))
     return touched
 
 

@@ -15,7 +15,7 @@ from sqlalchemy.exc import DBAPIError
 
 from jedictl.errors import BadInput, SchemaMismatch, StoreUnavailable
 from jedictl.redact import mask_url
-from jedictl.store.database import create_store_engine, parse_store_url, sqlite_path
+from jedictl.store.database import Store, create_store_engine, parse_store_url, sqlite_path
 from jedictl.store.revisions import HEAD_REVISION, REVISIONS
 
 #: Arbitrary constant naming jedictl's migration lock on PostgreSQL.
@@ -45,6 +45,10 @@ def upgrade(url: str, revision: str = "head", busy_timeout_s: float = 60.0, crea
     engine = create_store_engine(url, busy_timeout_s, foreign_keys=False)
     config = alembic_config()
     try:
+        # First in a read: a database that is refused (someone else's) is left byte for byte as it was
+        # -- a write transaction on SQLite would already have turned on WAL in its header.
+        with Store(engine=engine, url=url).read() as conn:
+            check_upgrade(conn, url, revision)
         with engine.begin() as conn:
             if conn.dialect.name == "postgresql":
                 conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({ADVISORY_LOCK_KEY})")

@@ -12,7 +12,10 @@ from collections.abc import Collection, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, Row, exists, or_, select
+import json
+
+from sqlalchemy import BigInteger, ColumnElement, Connection, Row, all_, bindparam, exists, func, literal_column, or_, select, true
+from sqlalchemy.dialects.postgresql import ARRAY
 
 from jedictl.model import DatasetStatus, TaskStatus
 from jedictl.store import leases
@@ -81,7 +84,19 @@ def generation_candidates(conn: Connection, now: datetime, statuses: Collection[
 def claim(conn: Connection, candidates: ColumnElement[bool], order_by: Sequence[Any], exclude: Iterable[int], owner: str,
           now: datetime, seconds: float, limit: int) -> list[int]:
     """Lease up to `limit` free tasks matching `candidates`, none of `exclude`, in `order_by` order; their ids."""
-    return leases.claim(conn, tasks, candidates & tasks.c.id.notin_(exclude), order_by, owner, now, seconds, limit)
+    return leases.claim(conn, tasks, candidates & not_one_of(conn, tasks.c.id, exclude), order_by, owner, now, seconds, limit)
+
+
+def not_one_of(conn: Connection, column: Any, ids: Iterable[int]) -> ColumnElement[bool]:
+    """`column NOT IN ids` as one bound parameter (a JSON array on SQLite, an array on PostgreSQL): a
+    pass that excludes the thousands of tasks it has seen would otherwise render and bind thousands of
+    parameters at every claim."""
+    values = sorted(set(ids))
+    if not values:
+        return true()
+    if conn.dialect.name == "postgresql":
+        return column != all_(bindparam("excluded", values, type_=ARRAY(BigInteger)))
+    return column.notin_(select(literal_column("value")).select_from(func.json_each(bindparam("excluded", json.dumps(values)))))
 
 
 def claim_one(conn: Connection, task_id: int, owner: str, now: datetime, seconds: float) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from jedictl.store.invariants import check_all
+from tests.conftest import invoke
 from tests.helpers import run_sql
 
 
@@ -31,6 +32,23 @@ def test_an_existing_file_or_a_used_store_is_refused(cli, tmp_path, store):
     assert existing.read_text() == "precious"
     cli("demo", "--db", store)
     assert "already holds tasks" in cli("demo", "--db", store, code=2).stderr
+
+
+def test_the_store_named_before_the_command_or_in_jedictl_db_is_the_demo_store(cli, tmp_path, monkeypatch):
+    """`jedictl --db X demo` and `JEDICTL_DB=X jedictl demo` were ignored: the demo wrote ./jedictl-demo.db."""
+    monkeypatch.chdir(tmp_path)
+    before = tmp_path / "before.db"
+    result = invoke(["--db", str(before), "demo", "-o", "json", "--seed", "3"])
+    assert result.exit_code == 0, result.stderr
+    assert before.exists() and not (tmp_path / "jedictl-demo.db").exists()
+    from_env = tmp_path / "env.db"
+    assert cli.json("demo", "--seed", "3", env={"JEDICTL_DB": str(from_env)})["all_final"] is True
+    assert from_env.exists() and not (tmp_path / "jedictl-demo.db").exists()
+    # A store named that way is the operator's: an existing one is refused, named as it was given.
+    assert cli("demo", env={"JEDICTL_DB": str(from_env)}, code=2).stderr == (
+        "jedictl: error: JEDICTL_DB: exists; the demo builds a new store (remove it or choose another path)\n")
+    assert invoke(["--db", str(before), "demo"]).stderr == (
+        "jedictl: error: --db: exists; the demo builds a new store (remove it or choose another path)\n")
 
 
 def test_demo_execute_runs_a_real_task_with_real_pilots(cli, store_url, tmp_path, monkeypatch):

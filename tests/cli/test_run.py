@@ -46,6 +46,40 @@ def test_bad_agent_names_and_options_are_refused_without_touching_the_store(cli,
     assert row_counts(store) == before
 
 
+@pytest.mark.parametrize("where,message", [
+    ("/nonexistent/dir/m.prom", "directory /nonexistent/dir does not exist"),
+    ("{tmp}", "{tmp} is a directory; name the file to write in it (e.g. {tmp}/jedictl.prom)"),
+    ("{tmp}/plain/m.prom", "{tmp}/plain is not a directory"),
+    ("{tmp}/new.prom/", "{tmp}/new.prom/ names a directory; name the file to write in it (e.g. {tmp}/new.prom/jedictl.prom)"),
+])
+def test_a_metrics_file_that_cannot_be_written_is_refused_before_any_pass(cli, store, tmp_path, where, message):
+    """Every pass committed, then the write failed as an internal error (FileNotFoundError); given a
+    directory, the temporary file was made in its parent (`/` for `/tmp`)."""
+    _submit(cli, store, tmp_path)
+    (tmp_path / "plain").write_text("a file where a directory is expected")
+    where, message = where.format(tmp=tmp_path), message.format(tmp=tmp_path)
+    before = row_counts(store)
+    result = cli("run", "--metrics-file", where, db=store, code=2)
+    assert (result.stdout, result.stderr) == ("", f"jedictl: error: --metrics-file: {message}\n")
+    assert row_counts(store) == before and {t["status"] for t in cli.json("task", "list", db=store)} == {"registered"}
+    assert not list(tmp_path.parent.glob(".jedictl-metrics.*")) and not list(tmp_path.glob(".jedictl-metrics.*"))
+    from_env = cli("refine", env={"JEDICTL_METRICS_FILE": where}, db=store, code=2)
+    assert from_env.stderr == f"jedictl: error: JEDICTL_METRICS_FILE: {message}\n"
+    assert row_counts(store) == before
+
+
+def test_a_metrics_file_that_fails_after_the_passes_is_one_line(cli, store, tmp_path, monkeypatch):
+    """The directory checked before the passes can still go away: one line, exit 1, not an internal error."""
+    from jedictl.engine.views import metrics
+
+    def full(*_args, **_kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(metrics, "write_metrics", full)
+    result = cli("run", "-q", "--metrics-file", str(tmp_path / "m.prom"), db=store, code=1)
+    assert result.stderr == f"jedictl: error: --metrics-file: cannot write {tmp_path / 'm.prom'}: No space left on device\n"
+
+
 def test_metrics_file_is_prometheus_text_and_keeps_other_agents_series(cli, store, tmp_path):
     _submit(cli, store, tmp_path)
     path = tmp_path / "jedictl.prom"

@@ -161,6 +161,7 @@ def test_a_finalize_that_dies_between_two_steps_is_completed_once_its_lease_expi
         raise SystemExit("killed")  # after the prepared step's transaction committed
 
     monkeypatch.setattr(postprocessor.TaskFinalizer, "_final", dying)
+    monkeypatch.setattr(postprocessor, "finalize_batch", lambda *args: {})  # the one-task path, step by step
     live = open_store(store)
     try:
         with pytest.raises(SystemExit):
@@ -168,6 +169,7 @@ def test_a_finalize_that_dies_between_two_steps_is_completed_once_its_lease_expi
     finally:
         live.close()
     monkeypatch.setattr(postprocessor.TaskFinalizer, "_final", real)
+    monkeypatch.undo()
     task = task_row(store, task_id)
     assert (task.status, task.lease_owner) == ("prepared", "dead-finalizer")
     assert run_sql(store, check_all) == []
@@ -175,4 +177,40 @@ def test_a_finalize_that_dies_between_two_steps_is_completed_once_its_lease_expi
     report = cli.json("finalize", "--now", (parse_time(NOW) + timedelta(minutes=11)).isoformat(), db=store)
     assert [(i["task_id"], i["outcome"]) for i in report["items"]] == [(task_id, "done")]
     assert task_row(store, task_id).lease_owner is None
+    assert run_sql(store, check_all) == []
+
+
+def test_a_batched_finalize_that_dies_in_its_transaction_writes_nothing(cli, sqlite_url, tmp_path, monkeypatch):
+    """The batch (issue 18) writes every task of a claim in one transaction: a process killed in it
+    leaves the tasks as they were, leased; a pass after the lease expired ends them."""
+    from jedictl.config import load_settings
+    from jedictl.engine.finalize import postprocessor
+    from jedictl.store import completion
+    from jedictl.store.database import open_store
+
+    store = sqlite_url
+    cli("db", "init", db=store)
+    prepare_grid(cli, store, tmp_path)
+    task_ids = [submit(cli, store, f"dies{n}", **SKIP_SCOUTS) for n in range(3)]
+    to_ready(cli, store)
+    cli("generate", "--seed", "1", "--no-throttle", "--now", NOW, db=store)
+    cli("simulate", "--seed", "1", "--failure-rate", "0", "--now", NOW, db=store)
+
+    def dying(*args, **kwargs):
+        raise SystemExit("killed")  # the tasks and datasets are written, the history not yet
+
+    monkeypatch.setattr(completion, "record_statuses", dying)
+    live = open_store(store)
+    try:
+        with pytest.raises(SystemExit):
+            postprocessor.finalize_pass(live, load_settings({"db": store}).settings, "dead-finalizer", parse_time(NOW))
+    finally:
+        live.close()
+    monkeypatch.undo()
+    assert {(task_row(store, t).status, task_row(store, t).lease_owner) for t in task_ids} == {("running", "dead-finalizer")}
+    assert run_sql(store, check_all) == []
+    assert cli.json("finalize", "--now", NOW, db=store)["items"] == []  # the leases still hold
+    report = cli.json("finalize", "--now", (parse_time(NOW) + timedelta(minutes=11)).isoformat(), db=store)
+    assert sorted((i["task_id"], i["outcome"]) for i in report["items"]) == [(t, "done") for t in sorted(task_ids)]
+    assert all(task_row(store, t).lease_owner is None for t in task_ids)
     assert run_sql(store, check_all) == []

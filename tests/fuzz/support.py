@@ -90,14 +90,18 @@ def assert_no_crash(outcome: Outcome, codes: Sequence[int] = (0, 1, 2, 3)) -> No
     assert outcome.exit_code in codes, outcome
 
 
+#: How the second line of a usage error (a bad command line) begins: the only second line an error has.
+USAGE_HINTS = ("usage: ", "see '", "did you mean ", "commands: ")
+
+
 def assert_one_error_line(outcome: Outcome) -> None:
-    """A refusal says what is wrong in one line on stderr (or Click's usage message for a bad command line)."""
-    if outcome.stderr.startswith("Usage: "):  # Click's parser: usage, hint, and one error box
-        assert "Error" in outcome.stderr, outcome
-        return
+    """A refusal says what is wrong in one line on stderr; a bad command line may add a hint line
+    (never Typer's box of usage, "Try ..." and a framed message)."""
     lines = outcome.stderr.rstrip("\n").split("\n")
-    assert len(lines) == 1 and lines[0].startswith("jedictl: error: "), outcome
+    assert 1 <= len(lines) <= 2 and lines[0].startswith("jedictl: error: "), outcome
+    assert len(lines) == 1 or lines[1].startswith(USAGE_HINTS), outcome
     assert lines[0].strip() != "jedictl: error:", outcome
+    assert not set("╭╮╰╯│") & set(outcome.stderr), outcome
 
 
 def assert_refused(outcome: Outcome, code: int = 2) -> None:

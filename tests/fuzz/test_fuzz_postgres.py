@@ -16,6 +16,7 @@ from tests.fuzz.conftest import DS_IN, SEED_TASK
 from tests.fuzz.strategies import broken_documents, serialise, task_specs
 from tests.fuzz.support import assert_no_crash, assert_one_error_line, assert_refused, changed_tables, dump, fuzz, invoke
 from tests.fuzz.test_fuzz_catalogs import SITES_EXAMPLE, resource_catalogs
+from tests.fuzz.test_fuzz_errors import GLOBAL_OPTIONS, REFERENCE_COMMANDS, REFERENCES
 from tests.fuzz.test_fuzz_job_reports import report_line
 from tests.fuzz.test_fuzz_refusals import CONFIG_TEXT, FIXED_VALUES, ISSUE_INPUTS, typos
 from tests.fuzz.test_fuzz_task_specs import KNOWN_DOCUMENTS
@@ -121,3 +122,20 @@ def test_fixed_values_and_like_patterns_on_postgres(seeded_pg, data):
     pattern = data.draw(st.sampled_from(["%", "_", "d_cs", "ds%", "%in", "ds.in", "ds.i*", "DS.IN"]))
     listed = json.loads(invoke(["data", "list", pattern, "-o", "json", "--db", seeded_pg]).stdout)
     assert [d["name"] for d in listed] == (["ds.in"] if pattern in ("ds.in", "ds.i*") else [])
+
+
+@fuzz(20)
+@given(command=st.sampled_from(REFERENCE_COMMANDS), reference=st.sampled_from(REFERENCES),
+       option=st.sampled_from([[], *GLOBAL_OPTIONS]), at=st.integers(0, 4))
+def test_references_and_global_options_on_postgres(seeded_pg, command, reference, option, at):
+    """Ids past INTEGER and BIGINT (NumericValueOutOfRange on PostgreSQL, where SQLite would take them),
+    with a global option, right or wrong, anywhere on the line."""
+    argv = [*command, reference]
+    argv[min(at, len(argv)):min(at, len(argv))] = option
+    before = dump(seeded_pg)
+    outcome = invoke(argv, env={"JEDICTL_DB": seeded_pg})
+    assert "internal error" not in outcome.stderr and outcome.exit_code in (0, 1, 2, 3), outcome
+    if outcome.exit_code in (2, 3):
+        if "Traceback" not in outcome.stderr:
+            assert_one_error_line(outcome)
+        assert changed_tables(before, dump(seeded_pg)) == [], outcome

@@ -39,6 +39,7 @@ from jedictl.engine.task.final_status import (
 )
 from jedictl.engine.commando.commands import Request, run_command
 from jedictl.engine.finalize.scout_facts import scout_counts, scout_job, scout_request, task_values, thresholds
+from jedictl.engine.finalize.batch import finalize_batch
 from jedictl.engine.finalize.scouts import early_avalanche_due, evaluate, measure
 from jedictl.engine.task.options import TaskOptions, options_from_dict
 from jedictl.errors import JedictlError, LeaseLost
@@ -65,6 +66,7 @@ def finalize_pass(store: Any, settings: Settings, owner: str, now: datetime, lim
         lambda task_id: TaskFinalizer(store, task_id, settings, owner, now, report).run(),
         owner=owner, now=now, lease_seconds=settings.lease.seconds, limit=limit or settings.finalize.limit,
         claim_batch=settings.finalize.claim_batch,
+        handle_batch=lambda ids: finalize_batch(store, ids, settings, owner, now, report),
     )
 
 

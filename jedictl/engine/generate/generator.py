@@ -34,7 +34,7 @@ from jedictl.engine.generate.task_order import Candidate, order_tasks
 from jedictl.engine.task.definition import DatasetAttributes
 from jedictl.engine.task.templates import TemplateError
 from jedictl.engine.shares.throttler import throttle_decision
-from jedictl.errors import LeaseLost
+from jedictl.errors import LeaseLost, StoreUnavailable
 from jedictl.model import TaskStatus
 from jedictl.store import jobs as job_store
 from jedictl.store import task_leases
@@ -115,10 +115,12 @@ def generate_pass(store: Any, settings: Settings, owner: str, now: datetime, lim
             with store.begin() as conn:  # the task moved under our lease (a command): let go of it if it is still ours
                 task_leases.release(conn, task_id, owner)
             report.add("skipped", task_id=task_id, jobs=0, reason=str(exc))
+        except StoreUnavailable:
+            raise
         except Exception as exc:  # noqa: BLE001 - one task's failure must not stop the pass
             with store.begin() as conn:  # the chunk's transaction rolled back: nothing is left claimed
                 task_leases.release(conn, task_id, owner)
-            report.add("error", task_id=task_id, jobs=0, reason=f"{type(exc).__name__}: {exc}")
+            report.add_failure(exc, task_id=task_id, jobs=0)
     report.counts["jobs"] = sum(item.get("jobs", 0) for item in report.items)
     return report
 

@@ -12,7 +12,7 @@ never blocks the others and each job's outcome stays all-or-nothing either way.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -67,7 +67,7 @@ class Ending:
     expected_status: str | None = None  # kills/timeouts: act only if the job is still in this status
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class EndResult:
     job_id: int
     outcome: str  # applied | duplicate | conflict (a different report already ended the job) | refused
@@ -92,7 +92,7 @@ class Conflict(Exception):
 class _Batch:
     """What one batch writes, collected while the decisions are made."""
 
-    job_rows: list[dict[str, Any]] = field(default_factory=list)
+    job_rows: list[tuple] = field(default_factory=list)  # store.job_outcomes.end_jobs rows
     file_updates: list[FileUpdate] = field(default_factory=list)
     counters: dict[int, list[int]] = field(default_factory=dict)  # dataset id -> summed DatasetDelta counters
     outputs: list[tuple] = field(default_factory=list)
@@ -101,6 +101,7 @@ class _Batch:
     # (dataset name, lfn) of every output already in the catalog or registered by an earlier job of
     # this batch: a second job reporting one of them fails (never an overwrite, never a silent drop).
     registered: set[tuple[str, str]] = field(default_factory=set)
+    produced: dict[int, list[Any]] = field(default_factory=dict)  # job id -> the job files its report registers
     targets: dict[int, tuple[str, str | None]] = field(default_factory=dict)  # dataset id -> (name, destination), read once
 
     def read_targets(self, conn: Any, dataset_ids: set[int]) -> dict[int, tuple[str, str | None]]:
@@ -113,7 +114,7 @@ class _Batch:
 
 # ------------------------------------------------------------------------------------ ending jobs
 
-def end_jobs_safely(store: Any, endings: Sequence[Ending], settings: Settings, now: datetime,
+def end_jobs_safely(store: Any, endings: Iterable[Ending], settings: Settings, now: datetime,
                     rules: Sequence[RetryRule] = ()) -> list[EndResult]:
     """End `endings` in batches of settings.report.batch_size; a batch that meets a database fault or
     a conflict is replayed one job per transaction -- also a batch of one: replayed, a report whose
@@ -137,7 +138,7 @@ def _end_one(store: Any, ending: Ending, settings: Settings, now: datetime, rule
         return [EndResult(ending.job_id, "refused", ending.line, reason=f"{exc}; send the report again")]
 
 
-def batches(endings: Sequence[Ending], size: int) -> Iterator[list[Ending]]:
+def batches(endings: Iterable[Ending], size: int) -> Iterator[list[Ending]]:
     """Slices of at most `size`, never holding one job twice (a second report for a job waits for the
     next batch, so it sees the first one's effect and is found a duplicate)."""
     current: list[Ending] = []
@@ -155,7 +156,7 @@ def batches(endings: Sequence[Ending], size: int) -> Iterator[list[Ending]]:
 def end_jobs(conn: Any, endings: Sequence[Ending], settings: Settings, now: datetime,
              rules: Sequence[RetryRule] = ()) -> list[EndResult]:
     """Decide and write the end of each job in `endings` (distinct jobs) in the caller's transaction."""
-    jobs = job_store.lock_jobs(conn, [e.job_id for e in endings])
+    jobs = job_store.lock_jobs_to_end(conn, [e.job_id for e in endings])
     job_files = job_store.job_files_of(conn, jobs)
     records = job_store.lock_files(conn, [jf.file_id for listed in job_files.values() for jf in listed if jf.file_id is not None])
     task_rows = job_store.task_states(conn, [job.task_id for job in jobs.values()])
@@ -182,7 +183,9 @@ def _registrable(ending: Ending, listed: Sequence[Any]) -> list[Any]:
 
 
 def _known_outputs(conn: Any, endings: Sequence[Ending], job_files: dict[int, list[Any]], batch: _Batch) -> None:
-    produced = [jf for ending in endings for jf in _registrable(ending, job_files.get(ending.job_id, []))]
+    for ending in endings:
+        batch.produced[ending.job_id] = _registrable(ending, job_files.get(ending.job_id, []))
+    produced = [jf for listed in batch.produced.values() for jf in listed]
     if not produced:
         return
     targets = batch.read_targets(conn, {jf.dataset_id for jf in produced})
@@ -218,7 +221,7 @@ def _decide_one(conn: Any, ending: Ending, job: Any, listed: list[Any], records:
     files_view = {jf.file_id: records[jf.file_id] for jf in listed if jf.file_id in records}
     error = _error_of(ending)
     decision: RetryDecision | None = None
-    produced = [(batch.targets.get(jf.dataset_id, ("", None))[0], jf.lfn) for jf in _registrable(ending, listed)]
+    produced = [(batch.targets.get(jf.dataset_id, ("", None))[0], jf.lfn) for jf in batch.produced.get(ending.job_id, ())]
     taken = frozenset(lfn for name, lfn in produced if (name, lfn) in batch.registered)
     propagation = propagate(record, job_report, listed, files_view, merge_input_extra_attempts=settings.report.merge_input_extra_attempts,
                             registered=taken)
@@ -314,24 +317,18 @@ def _collect_retry(decision: RetryDecision, files_view: dict[int, FileRecord], t
     values["modified_at"] = now
 
 
-def _job_row(job: Any, propagation: Propagation, ending: Ending, error: tuple[str, int, str] | None, now: datetime) -> dict[str, Any]:
+def _job_row(job: Any, propagation: Propagation, ending: Ending, error: tuple[str, int, str] | None, now: datetime) -> tuple:
+    """The job's new END_COLUMNS values, then its guard (id, the status and attempt decided on)."""
     report = ending.report
     source, code, diag = error if error else (None, None, None)
     if propagation.job_status == JobStatus.FINISHED.value:
         source, code, diag = None, None, None
-    output_bytes = sum(o.size or 0 for o in report.outputs) if report else None
-    return {
-        "b_id": job.id, "b_status": job.status, "b_attempt": job.attempt_nr,
-        "status": propagation.job_status, "sub_status": ending.sub_status,
-        "error_source": source, "error_code": code, "error_diag": diag,
-        "trans_exit_code": report.trans_exit_code if report else None,
-        "wall_time": report.wall_time if report else None, "cpu_time": report.cpu_time if report else None,
-        "max_pss": report.max_pss if report else None, "max_rss": report.max_rss if report else None,
-        "n_events": report.n_events if report else None, "output_bytes": output_bytes,
-        "started_at": (report.started_at if report and report.started_at else None) or job.started_at,
-        "ended_at": (report.ended_at if report and report.ended_at else None) or now,
-        "modified_at": now, "state_changed_at": now,
-    }
+    if report is None:
+        return (propagation.job_status, ending.sub_status, source, code, diag, None, None, None, None, None, None, None,
+                job.started_at, now, now, now, job.id, job.status, job.attempt_nr)
+    return (propagation.job_status, ending.sub_status, source, code, diag, report.trans_exit_code, report.wall_time, report.cpu_time,
+            report.max_pss, report.max_rss, report.n_events, sum(o.size or 0 for o in report.outputs),
+            report.started_at or job.started_at, report.ended_at or now, now, now, job.id, job.status, job.attempt_nr)
 
 
 def _collect_files(propagation: Propagation, job: Any, listed: list[Any], batch: _Batch, stay_on_site: bool = False) -> None:
@@ -498,9 +495,10 @@ def _beat_batch(conn: Any, beats: Sequence[Heartbeat], now: datetime) -> list[Be
 
 # ------------------------------------------------------------------------------------ job reports
 
-def ingest_reports(store: Any, reports: Sequence[ExecutorReport], settings: Settings, now: datetime) -> list[EndResult]:
-    """Apply executors' final reports; the retry rules are read once for the whole input."""
+def ingest_reports(store: Any, reports: Iterable[ExecutorReport], settings: Settings, now: datetime) -> list[EndResult]:
+    """Apply executors' final reports; the retry rules are read once for the whole input. `reports`
+    is consumed lazily, one batch at a time (a stream of 100,000 reports is never held at once)."""
     with store.read() as conn:
         rules = rule_store.load_rules(conn, now)
-    endings = [Ending(r.job_id, r.status, line=r.line, attempt_nr=r.attempt_nr, report=r) for r in reports]
+    endings = (Ending(r.job_id, r.status, line=r.line, attempt_nr=r.attempt_nr, report=r) for r in reports)
     return end_jobs_safely(store, endings, settings, now, rules)

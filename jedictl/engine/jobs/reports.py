@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -91,11 +91,20 @@ class Refused:
     reason: str
 
 
-def json_lines(text: str) -> Iterable[tuple[int, Any | Refused]]:
+def json_lines(text: str | Iterable[str | bytes]) -> Iterator[tuple[int, Any | Refused]]:
     """(line number, decoded object or Refused) for every non-blank line. Lines end at \n only (JSON
     Lines): str.splitlines() also broke lines at \r, \x1c, \x85 and U+2028, which JSON keeps raw inside
-    strings (an error_diag quoting a payload's output), so a valid report was cut in two and refused."""
-    for number, raw in enumerate(text.split("\n"), 1):
+    strings (an error_diag quoting a payload's output), so a valid report was cut in two and refused.
+
+    `text` is the whole input, or its lines as a stream yields them (each ending at \n, as str or as
+    UTF-8 bytes -- `read_lines`): a line that is not UTF-8 is refused alone."""
+    for number, raw in enumerate(text.split("\n") if isinstance(text, str) else text, 1):
+        if isinstance(raw, bytes):
+            try:
+                raw = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                yield number, Refused(number, None, f"not UTF-8 (byte {exc.start + 1})")
+                continue
         if not raw.strip():
             continue
         try:
@@ -117,18 +126,32 @@ def parse_heartbeats(text: str) -> tuple[list[Heartbeat], list[Refused]]:
     return _parse(text, parse_heartbeat)
 
 
-def _parse(text: str, parse_one: Any) -> tuple[list[Any], list[Refused]]:
-    parsed, refused = [], []
-    for number, item in json_lines(text):
+def stream_reports(lines: str | Iterable[str | bytes], refused: list[Refused]) -> Iterator[ExecutorReport]:
+    """The reports of `lines` one at a time, as they are read; lines that cannot be read go to `refused`."""
+    for item in _stream(lines, parse_report):
         if isinstance(item, Refused):
             refused.append(item)
+        else:
+            yield item
+
+
+def _parse(text: str, parse_one: Any) -> tuple[list[Any], list[Refused]]:
+    parsed, refused = [], []
+    for item in _stream(text, parse_one):
+        (refused if isinstance(item, Refused) else parsed).append(item)
+    return parsed, refused
+
+
+def _stream(lines: str | Iterable[str | bytes], parse_one: Any) -> Iterator[Any]:
+    for number, item in json_lines(lines):
+        if isinstance(item, Refused):
+            yield item
             continue
         try:
-            parsed.append(parse_one(item, number))
+            yield parse_one(item, number)
         except BadInput as exc:
             job_id = item.get("job_id", item.get("PandaID")) if isinstance(item, Mapping) else None
-            refused.append(Refused(number, job_id if isinstance(job_id, int) else None, str(exc)))
-    return parsed, refused
+            yield Refused(number, job_id if isinstance(job_id, int) else None, str(exc))
 
 
 def parse_report(item: Any, line: int = 1) -> ExecutorReport:

@@ -89,6 +89,24 @@ def render(agent_series: Mapping[str, list[str]], tasks: Mapping[str, int], jobs
     return "\n".join(out) + "\n"
 
 
+def path_problem(path: str) -> str | None:
+    """Why the metrics file cannot be written at `path`, or None: asked before any pass runs, so that a
+    typo in a cron line is refused (exit 2) instead of every pass committing and the write failing."""
+    if os.path.isdir(path) or path.endswith(os.sep):
+        what = "is a directory" if os.path.isdir(path) else "names a directory"
+        return f"{path} {what}; name the file to write in it (e.g. {os.path.join(path, 'jedictl.prom')})"
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.exists(directory):
+        return f"directory {directory} does not exist"
+    if not os.path.isdir(directory):
+        return f"{directory} is not a directory"
+    if not os.access(directory, os.W_OK | os.X_OK):
+        return f"no write permission on the directory {directory} (the file is replaced through a temporary file there)"
+    if os.path.exists(path) and not os.path.isfile(path):
+        return f"{path} is not a regular file"
+    return None
+
+
 def write_metrics(path: str, figures: Iterable[PassFigures], tasks: Mapping[str, int], jobs: Mapping[str, int]) -> None:
     """Merge this process's passes into the file at `path` and replace it atomically."""
     figures = list(figures)
@@ -102,6 +120,8 @@ def write_metrics(path: str, figures: Iterable[PassFigures], tasks: Mapping[str,
         for name, lines in agent_lines(figure).items():
             series[name].extend(lines)
     text = render(series, tasks, jobs)
+    if os.path.isdir(path):  # its "directory" would be the parent: the temporary file would land there
+        raise IsADirectoryError(21, "Is a directory", path)
     directory = os.path.dirname(os.path.abspath(path))
     handle, temporary = tempfile.mkstemp(prefix=".jedictl-metrics.", dir=directory)
     try:

@@ -68,8 +68,8 @@ def watch_pass(store: Any, settings: Settings, owner: str, now: datetime, limit:
                  watchdog.release_throttled, watchdog.boost, watchdog.pause, watchdog.goals, watchdog.settle):
         try:
             step()
-        except Exception as exc:  # noqa: BLE001 - one failing action must not stop the others
-            watchdog.report.add("error", action=step.__name__, reason=f"{type(exc).__name__}: {exc}")
+        except Exception as exc:  # noqa: BLE001 - one failing action must not stop the others (a store refusing us does)
+            watchdog.report.add_failure(exc, action=step.__name__)
     return watchdog.report
 
 
