@@ -11,6 +11,7 @@ setting as `JEDICTL_<SECTION>__<KEY>` (e.g. `JEDICTL_WATCHDOG__WAIT_FOR_PICKED_M
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -19,7 +20,10 @@ from typing import Any, Mapping, get_args, get_origin, get_type_hints
 
 import yaml
 
+from jedictl.clock import EARLIEST, LATEST, in_range, parse_time
+from jedictl import safe_yaml
 from jedictl.errors import BadInput
+from jedictl.model.choices import LOG_FORMATS, OUTPUT_FORMATS, closest
 
 ENV_DB = "JEDICTL_DB"
 ENV_CONFIG = "JEDICTL_CONFIG"
@@ -27,13 +31,21 @@ ENV_OUTPUT = "JEDICTL_OUTPUT"
 ENV_VERBOSE = "JEDICTL_VERBOSE"
 ENV_NOW = "JEDICTL_NOW"
 ENV_PREFIX = "JEDICTL_"
-OUTPUT_FORMATS = ("table", "json", "yaml", "tsv")
 
 
-def _s(default: Any, help: str, ref: str = "") -> Any:
-    """A setting: its default, one line of help, and where JEDI's value comes from."""
+#: Priorities (INTEGER columns, with room for the boosts agents add), and an INTEGER column's largest value.
+_PRIORITY = {"low": -(10**9), "high": 10**9}
+_INT32 = 2**31 - 1
+#: No number in the settings goes beyond the store's widest integer column (BIGINT).
+_INT64 = 2**63 - 1
+
+
+def _s(default: Any, help: str, ref: str = "", *, low: float | None = None, high: float | None = None,
+       above: float | None = None) -> Any:
+    """A setting: its default, one line of help, where JEDI's value comes from, and for a number its
+    range: at least `low`, at most `high`, greater than `above` (a value outside is refused, naming the key)."""
     factory = (lambda: list(default)) if isinstance(default, list) else (lambda: dict(default)) if isinstance(default, dict) else None
-    metadata = {"help": help, "ref": ref}
+    metadata = {"help": help, "ref": ref, "low": low, "high": high, "above": above}
     if factory:
         return field(default_factory=factory, metadata=metadata)
     return field(default=default, metadata=metadata)
@@ -41,161 +53,161 @@ def _s(default: Any, help: str, ref: str = "") -> Any:
 
 @dataclass(frozen=True)
 class LeaseSettings:
-    seconds: int = _s(600, "how long a claimed task stays owned without a heartbeat", "jobgen.lockInterval/10 min locks, §11")
+    seconds: int = _s(600, "how long a claimed task stays owned without a heartbeat", "jobgen.lockInterval/10 min locks, §11", low=1)
 
 
 @dataclass(frozen=True)
 class RefineSettings:
-    limit: int = _s(100, "tasks refined per pass", "")
-    claim_batch: int = _s(10, "tasks claimed at a time within a pass", "taskrefine: 10 per thread batch")
-    default_ram_count: int = _s(2000, "RAM per core (MB) when a task gives none", "GenTaskRefiner default ramCount")
+    limit: int = _s(100, "tasks refined per pass", "", low=1)
+    claim_batch: int = _s(10, "tasks claimed at a time within a pass", "taskrefine: 10 per thread batch", low=1)
+    default_ram_count: int = _s(2000, "RAM per core (MB) when a task gives none", "GenTaskRefiner default ramCount", low=0, high=_INT32)
     default_ram_unit: str = _s("MBPerCore", "unit of the default RAM", "GenTaskRefiner")
-    default_base_walltime: int = _s(600, "baseWalltime (s) when a task gives none", "extractCommon")
-    default_cpu_efficiency: int = _s(90, "cpuEfficiency (%) when a task gives none", "extractCommon")
-    memory_compensation: float = _s(0.9, "factor applied to RAM per core before matching resource types", "JobUtils.MEMORY_COMPENSATION")
-    analysis_priority: int = _s(1000, "priority of analysis (label user/panda) tasks: their default and, unless privileged, their cap", "insertTaskParamsPanda")
+    default_base_walltime: int = _s(600, "baseWalltime (s) when a task gives none", "extractCommon", low=0, high=_INT32)
+    default_cpu_efficiency: int = _s(90, "cpuEfficiency (%) when a task gives none", "extractCommon", low=1, high=100)
+    memory_compensation: float = _s(0.9, "factor applied to RAM per core before matching resource types", "JobUtils.MEMORY_COMPENSATION", above=0, high=1)
+    analysis_priority: int = _s(1000, "priority of analysis (label user/panda) tasks: their default and, unless privileged, their cap", "insertTaskParamsPanda", **_PRIORITY)
     super_users: list = _s([], "users whose analysis tasks may set any priority (PanDA's 's' privilege)", "seed 000 Special permission")
     super_groups: list = _s([], "working groups whose analysis tasks may set any priority (PanDA's 'g' privilege)", "seed 000 Special permission")
 
 
 @dataclass(frozen=True)
 class FeedSettings:
-    limit: int = _s(50, "tasks fed per pass", "")
-    claim_batch: int = _s(10, "tasks claimed at a time within a pass", "confeeder: 10 tasks per thread batch")
-    default_max_attempt: int = _s(3, "file maxAttempt when the task gives none", "ContentsFeeder")
-    n_chunks_for_scout: int = _s(10, "chunks released while a task scouts", "ContentsFeeder nChunksForScout")
-    n_chunks_to_wait: int = _s(20, "chunks released at once from an open (mutable) input", "split rule NT default")
-    check_interval_minutes: int = _s(5, "re-scan interval of open input datasets", "confeeder.checkInterval")
-    max_file_records: int = _s(1_000_000_000, "refuse a dataset with more file records than this", "JEDI: 200 000 (raised: jedictl feeds in bulk)")
-    seq_number_default: int = _s(10_000, "records of a seq_number dataset when nothing else sizes it", "ContentsFeeder")
-    batch_size: int = _s(10_000, "file rows written per statement batch", "performance.md C.4")
+    limit: int = _s(50, "tasks fed per pass", "", low=1)
+    claim_batch: int = _s(10, "tasks claimed at a time within a pass", "confeeder: 10 tasks per thread batch", low=1)
+    default_max_attempt: int = _s(3, "file maxAttempt when the task gives none", "ContentsFeeder", low=1, high=_INT32)
+    n_chunks_for_scout: int = _s(10, "chunks released while a task scouts", "ContentsFeeder nChunksForScout", low=1)
+    n_chunks_to_wait: int = _s(20, "chunks released at once from an open (mutable) input", "split rule NT default", low=1)
+    check_interval_minutes: int = _s(5, "re-scan interval of open input datasets", "confeeder.checkInterval", low=0)
+    max_file_records: int = _s(1_000_000_000, "refuse a dataset with more file records than this", "JEDI: 200 000 (raised: jedictl feeds in bulk)", low=1)
+    seq_number_default: int = _s(10_000, "records of a seq_number dataset when nothing else sizes it", "ContentsFeeder", low=1)
+    batch_size: int = _s(10_000, "file rows written per statement batch", "performance.md C.4", low=1)
 
 
 @dataclass(frozen=True)
 class TaskBrokerSettings:
-    disk_threshold_tb: float = _s(100.0, "free space a nucleus must keep after the remaining work", "DISK_THRESHOLD")
-    free_disk_cutoff_tb: float = _s(1000.0, "free-space weight saturates here", "FREE_DISK_CUTOFF")
-    input_size_threshold_gb: float = _s(1.0, "inputs above this need INPUT_SIZE_FRACTION at the nucleus", "INPUT_SIZE_THRESHOLD")
-    input_size_fraction: float = _s(0.10, "fraction of input bytes a nucleus must hold", "INPUT_SIZE_FRACTION")
-    input_num_threshold: int = _s(100, "inputs with more files need INPUT_NUM_FRACTION at the nucleus", "INPUT_NUM_THRESHOLD")
-    input_num_fraction: float = _s(0.10, "fraction of input files a nucleus must hold", "INPUT_NUM_FRACTION")
-    min_io_intensity_with_local_data: float = _s(200.0, "below this IO intensity the locality check may be waived", "MIN_IO_INTENSITY_WITH_LOCAL_DATA")
-    min_input_size_with_local_data_gb: float = _s(10000.0, "and below this input size", "MIN_INPUT_SIZE_WITH_LOCAL_DATA")
-    max_task_prio_with_local_data: int = _s(800, "tasks at or above this priority skip the locality check", "MAX_TASK_PRIO_WITH_LOCAL_DATA")
-    data_location_check_days: int = _s(7, "locality is no longer required after this long in assigning", "DATA_LOCATION_CHECK_PERIOD")
-    max_transfer_queue: int = _s(2000, "output files queued to a nucleus before it is skipped", "seed 000 Task brokerage")
-    tape_weight: float = _s(0.001, "weight factor when part of the input is only on tape", "AtlasProdTaskBroker")
-    default_cpu_time: float = _s(300.0, "cpuTime assumed for remaining work when a task has none", "RW calculation")
-    retry_minutes: int = _s(10, "a task no nucleus fits is brokered again after this", "taskbroker.loopCycle 600 s")
-    input_files: int = _s(1000, "input files looked at to judge data locality", "")
-    limit: int = _s(50, "tasks brokered per pass", "")
-    claim_batch: int = _s(10, "tasks claimed at a time within a pass", "")
+    disk_threshold_tb: float = _s(100.0, "free space a nucleus must keep after the remaining work", "DISK_THRESHOLD", low=0)
+    free_disk_cutoff_tb: float = _s(1000.0, "free-space weight saturates here", "FREE_DISK_CUTOFF", above=0)
+    input_size_threshold_gb: float = _s(1.0, "inputs above this need INPUT_SIZE_FRACTION at the nucleus", "INPUT_SIZE_THRESHOLD", low=0)
+    input_size_fraction: float = _s(0.10, "fraction of input bytes a nucleus must hold", "INPUT_SIZE_FRACTION", low=0, high=1)
+    input_num_threshold: int = _s(100, "inputs with more files need INPUT_NUM_FRACTION at the nucleus", "INPUT_NUM_THRESHOLD", low=0)
+    input_num_fraction: float = _s(0.10, "fraction of input files a nucleus must hold", "INPUT_NUM_FRACTION", low=0, high=1)
+    min_io_intensity_with_local_data: float = _s(200.0, "below this IO intensity the locality check may be waived", "MIN_IO_INTENSITY_WITH_LOCAL_DATA", low=0)
+    min_input_size_with_local_data_gb: float = _s(10000.0, "and below this input size", "MIN_INPUT_SIZE_WITH_LOCAL_DATA", low=0)
+    max_task_prio_with_local_data: int = _s(800, "tasks at or above this priority skip the locality check", "MAX_TASK_PRIO_WITH_LOCAL_DATA", **_PRIORITY)
+    data_location_check_days: int = _s(7, "locality is no longer required after this long in assigning", "DATA_LOCATION_CHECK_PERIOD", low=0)
+    max_transfer_queue: int = _s(2000, "output files queued to a nucleus before it is skipped", "seed 000 Task brokerage", low=0)
+    tape_weight: float = _s(0.001, "weight factor when part of the input is only on tape", "AtlasProdTaskBroker", low=0, high=1)
+    default_cpu_time: float = _s(300.0, "cpuTime assumed for remaining work when a task has none", "RW calculation", low=0)
+    retry_minutes: int = _s(10, "a task no nucleus fits is brokered again after this", "taskbroker.loopCycle 600 s", low=0)
+    input_files: int = _s(1000, "input files looked at to judge data locality", "", low=1)
+    limit: int = _s(50, "tasks brokered per pass", "", low=1)
+    claim_batch: int = _s(10, "tasks claimed at a time within a pass", "", low=1)
 
 
 @dataclass(frozen=True)
 class BrokerageSettings:
-    max_candidates: int = _s(10, "sites kept for a chunk", "AtlasProdJobBroker")
-    storage_min_free_gb: float = _s(200.0, "free space an output endpoint needs", "STORAGE_MIN_FREE_SIZE")
-    io_intensity_cutoff: float = _s(200.0, "kB/s per core above which input transfers are limited", "IO_INTENSITY_CUTOFF")
-    size_cutoff_to_move_input_gb: float = _s(10.0, "IO-intensive tasks skip sites needing more input than this", "SIZE_CUTOFF_TO_MOVE_INPUT")
-    num_cutoff_to_move_input: int = _s(100, "or more input files than this", "NUM_CUTOFF_TO_MOVE_INPUT")
-    queue_limit_site: int = _s(20, "queued jobs allowed at a site before 2 x running applies", "NQUEUELIMITSITE")
-    transferring_limit: int = _s(2000, "transferring jobs allowed when a site sets no limit", "seed 000")
-    default_output_size_mb: float = _s(1500.0, "output assumed per job when scratch disk is checked", "InputChunk 1.5 GB")
-    scout_priority_floor: int = _s(901, "scout jobs get max(this, task priority + 1)", "JobGenerator")
-    bootstrap_max_priority: int = _s(150, "only tasks at or below this priority bootstrap empty sites", "MAX_PRIO_TO_BOOTSTRAP")
+    max_candidates: int = _s(10, "sites kept for a chunk", "AtlasProdJobBroker", low=1)
+    storage_min_free_gb: float = _s(200.0, "free space an output endpoint needs", "STORAGE_MIN_FREE_SIZE", low=0)
+    io_intensity_cutoff: float = _s(200.0, "kB/s per core above which input transfers are limited", "IO_INTENSITY_CUTOFF", low=0)
+    size_cutoff_to_move_input_gb: float = _s(10.0, "IO-intensive tasks skip sites needing more input than this", "SIZE_CUTOFF_TO_MOVE_INPUT", low=0)
+    num_cutoff_to_move_input: int = _s(100, "or more input files than this", "NUM_CUTOFF_TO_MOVE_INPUT", low=0)
+    queue_limit_site: int = _s(20, "queued jobs allowed at a site before 2 x running applies", "NQUEUELIMITSITE", low=0)
+    transferring_limit: int = _s(2000, "transferring jobs allowed when a site sets no limit", "seed 000", low=0)
+    default_output_size_mb: float = _s(1500.0, "output assumed per job when scratch disk is checked", "InputChunk 1.5 GB", low=0)
+    scout_priority_floor: int = _s(901, "scout jobs get max(this, task priority + 1)", "JobGenerator", **_PRIORITY)
+    bootstrap_max_priority: int = _s(150, "only tasks at or below this priority bootstrap empty sites", "MAX_PRIO_TO_BOOTSTRAP", **_PRIORITY)
 
 
 @dataclass(frozen=True)
 class ThrottleSettings:
-    threshold: float = _s(2.0, "queued/running ratio above which a queue is throttled", "THROTTLE_THRESHOLD")
-    bunch_min: int = _s(500, "lower bound of a generation bunch", "JobThrottlerBase")
-    bunch_max: int = _s(600, "upper bound of a generation bunch", "JobThrottlerBase")
-    total_walltime_limit_s: float = _s(50_000_000.0, "remaining walltime above which a full queue throttles", "JobThrottlerBase")
-    high_prio_jobs: int = _s(500, "fewer not-running jobs than this let a waiting top-priority task in", "JobThrottlerBase")
-    lack_of_jobs_fraction: float = _s(0.9, "below this fraction of the queue limit the queue lacks jobs", "JobThrottlerBase")
-    wmcore_priority_overflow: float = _s(0.2, "a job beating all pending priorities may exceed the pending limit by this", "peers.md §1.5")
+    threshold: float = _s(2.0, "queued/running ratio above which a queue is throttled", "THROTTLE_THRESHOLD", above=0)
+    bunch_min: int = _s(500, "lower bound of a generation bunch", "JobThrottlerBase", low=1)
+    bunch_max: int = _s(600, "upper bound of a generation bunch", "JobThrottlerBase", low=1)
+    total_walltime_limit_s: float = _s(50_000_000.0, "remaining walltime above which a full queue throttles", "JobThrottlerBase", low=0)
+    high_prio_jobs: int = _s(500, "fewer not-running jobs than this let a waiting top-priority task in", "JobThrottlerBase", low=0)
+    lack_of_jobs_fraction: float = _s(0.9, "below this fraction of the queue limit the queue lacks jobs", "JobThrottlerBase", low=0, high=1)
+    wmcore_priority_overflow: float = _s(0.2, "a job beating all pending priorities may exceed the pending limit by this", "peers.md §1.5", low=0)
     limits: dict = _s({}, "per-queue limits, JEDI's keys: NQUEUELIMIT_<share>[_<resource type>], NRUNNINGCAP_..., NQUEUECAP_...", "prod_job_throttler config")
 
 
 @dataclass(frozen=True)
 class GenerateSettings:
-    n_tasks: int = _s(50, "tasks taken per pass", "jobgen.nTasks")
-    n_files: int = _s(5000, "files claimed per task per pass", "jobgen.nFiles")
-    typical_n_files_per_job: int = _s(5, "files per job assumed when a task says nothing", "getTasksToBeProcessed")
-    express_priority: int = _s(1500, "tasks at or above this priority form the express lane", "JobUtils.priorityTasksToJumpOver")
-    express_ratio: float = _s(0.3, "share of picks given to the express lane", "SUPER_HIGH_PRIO_TASK_RATIO")
-    merge_priority: int = _s(5000, "priority of merge jobs", "JobGenerator")
-    jobs_per_site_round: int = _s(25, "consecutive jobs given to one site", "JobSplitter")
-    scout_jobs_per_site: int = _s(2, "consecutive scout jobs given to one site", "JobSplitter")
-    max_files_per_job: int = _s(200, "files per job when the task sets no limit", "InputChunk MF default")
-    hard_max_files_per_job: int = _s(1000, "files per job never exceeded", "InputChunk")
-    max_files_per_merge_job: int = _s(50, "files per merge job when the task sets no limit", "ZM default")
-    max_gb_per_merge_job: float = _s(5.0, "output per merge job when the task sets no limit", "ZG default")
-    max_size_gb: float = _s(20.0, "input size per job when the task and site set none", "InputChunk")
-    scout_max_input_gb: float = _s(50.0, "direct-IO scout input cap", "InputChunk")
-    max_input_gb: float = _s(500.0, "direct-IO input cap after the avalanche", "InputChunk")
-    batch_size: int = _s(10_000, "files per generation transaction", "performance.md C.4")
+    n_tasks: int = _s(50, "tasks taken per pass", "jobgen.nTasks", low=1)
+    n_files: int = _s(5000, "files claimed per task per pass", "jobgen.nFiles", low=1)
+    typical_n_files_per_job: int = _s(5, "files per job assumed when a task says nothing", "getTasksToBeProcessed", low=1)
+    express_priority: int = _s(1500, "tasks at or above this priority form the express lane", "JobUtils.priorityTasksToJumpOver", **_PRIORITY)
+    express_ratio: float = _s(0.3, "share of picks given to the express lane", "SUPER_HIGH_PRIO_TASK_RATIO", low=0, high=1)
+    merge_priority: int = _s(5000, "priority of merge jobs", "JobGenerator", **_PRIORITY)
+    jobs_per_site_round: int = _s(25, "consecutive jobs given to one site", "JobSplitter", low=1)
+    scout_jobs_per_site: int = _s(2, "consecutive scout jobs given to one site", "JobSplitter", low=1)
+    max_files_per_job: int = _s(200, "files per job when the task sets no limit", "InputChunk MF default", low=1)
+    hard_max_files_per_job: int = _s(1000, "files per job never exceeded", "InputChunk", low=1)
+    max_files_per_merge_job: int = _s(50, "files per merge job when the task sets no limit", "ZM default", low=1)
+    max_gb_per_merge_job: float = _s(5.0, "output per merge job when the task sets no limit", "ZG default", above=0)
+    max_size_gb: float = _s(20.0, "input size per job when the task and site set none", "InputChunk", above=0)
+    scout_max_input_gb: float = _s(50.0, "direct-IO scout input cap", "InputChunk", above=0)
+    max_input_gb: float = _s(500.0, "direct-IO input cap after the avalanche", "InputChunk", above=0)
+    batch_size: int = _s(10_000, "files per generation transaction", "performance.md C.4", low=1)
     throttle: bool = _s(True, "apply the job throttler (off: generate whatever is released)", "")
-    claim_batch: int = _s(10, "tasks leased at a time within a pass", "")
+    claim_batch: int = _s(10, "tasks leased at a time within a pass", "", low=1)
 
 
 @dataclass(frozen=True)
 class ScoutSettings:
-    min_success_fraction: float = _s(0.5, "finished share of scouts that triggers the early avalanche", "minSuccessScouts 5 tenths")
-    cputime_rank: int = _s(95, "percentile of HS06 s per event", "SCOUT_CPUTIME_RANK")
-    cputime_margin: float = _s(1.5, "factor on the cpuTime percentile", "getScoutJobData")
-    ramcount_rank: int = _s(75, "percentile of PSS", "SCOUT_RAMCOUNT_RANK")
-    ramcount_margin_percent: int = _s(10, "margin on the RAM percentile", "SCOUT_RAMCOUNT_MARGIN")
-    outdisk_rank: int = _s(75, "percentile of output bytes per input byte", "getScoutJobData")
-    wrong_cputime_threshold: float = _s(2.0, "scout cpuTime above this x requested -> exhausted", "SCOUT_WRONG_CPUTIME_THRESHOLD")
-    ram_exhausted_gb: float = _s(4.0, "RAM per core crossing this -> exhausted", "RAM_THR_EXAUSTED")
-    min_new_jobs_for_checks: int = _s(20, "exhausted checks run only with more expected jobs", "setScoutJobData")
-    assessment_interval_minutes: int = _s(10, "early-avalanche check interval per task", "prepareTasksToBeFinished")
+    min_success_fraction: float = _s(0.5, "finished share of scouts that triggers the early avalanche", "minSuccessScouts 5 tenths", low=0, high=1)
+    cputime_rank: int = _s(95, "percentile of HS06 s per event", "SCOUT_CPUTIME_RANK", low=1, high=100)
+    cputime_margin: float = _s(1.5, "factor on the cpuTime percentile", "getScoutJobData", above=0)
+    ramcount_rank: int = _s(75, "percentile of PSS", "SCOUT_RAMCOUNT_RANK", low=1, high=100)
+    ramcount_margin_percent: int = _s(10, "margin on the RAM percentile", "SCOUT_RAMCOUNT_MARGIN", low=0)
+    outdisk_rank: int = _s(75, "percentile of output bytes per input byte", "getScoutJobData", low=1, high=100)
+    wrong_cputime_threshold: float = _s(2.0, "scout cpuTime above this x requested -> exhausted", "SCOUT_WRONG_CPUTIME_THRESHOLD", above=0)
+    ram_exhausted_gb: float = _s(4.0, "RAM per core crossing this -> exhausted", "RAM_THR_EXAUSTED", above=0)
+    min_new_jobs_for_checks: int = _s(20, "exhausted checks run only with more expected jobs", "setScoutJobData", low=0)
+    assessment_interval_minutes: int = _s(10, "early-avalanche check interval per task", "prepareTasksToBeFinished", low=0)
 
 
 @dataclass(frozen=True)
 class RetrySettings:
     ram_ladder_mb: list = _s([1000, 2000, 3000, 4000, 6000, 8000], "memory steps of increase_memory", "retryModule")
-    task_ram_failure_fraction: float = _s(0.3, "share of memory failures that raises the whole task", "seed 000")
-    task_retry_attempt_increase: int = _s(5, "maxAttempt added by a task retry", "retryTask_JEDI")
+    task_ram_failure_fraction: float = _s(0.3, "share of memory failures that raises the whole task", "seed 000", low=0, high=1)
+    task_retry_attempt_increase: int = _s(5, "maxAttempt added by a task retry", "retryTask_JEDI", low=0, high=_INT32)
 
 
 @dataclass(frozen=True)
 class DispatchSettings:
-    count: int = _s(1, "jobs handed out per `jobs dispatch` when --count is not given", "")
-    max_count: int = _s(10_000, "most jobs one `jobs dispatch` call may take", "")
-    sloppy_ratio: float = _s(0.1, "share of dispatch calls that ignore global shares and take the oldest jobs", "SLOPPY_DISPATCH_RATIO")
+    count: int = _s(1, "jobs handed out per `jobs dispatch` when --count is not given", "", low=1)
+    max_count: int = _s(10_000, "most jobs one `jobs dispatch` call may take", "", low=1)
+    sloppy_ratio: float = _s(0.1, "share of dispatch calls that ignore global shares and take the oldest jobs", "SLOPPY_DISPATCH_RATIO", low=0, high=1)
 
 
 @dataclass(frozen=True)
 class ReportSettings:
-    batch_size: int = _s(500, "job reports applied per transaction (1: one transaction per job)", "performance.md C.4")
-    merge_input_extra_attempts: int = _s(3, "attempts an unmerged output gets as a merge input", "propagateResultToJEDI")
+    batch_size: int = _s(500, "job reports applied per transaction (1: one transaction per job)", "performance.md C.4", low=1)
+    merge_input_extra_attempts: int = _s(3, "attempts an unmerged output gets as a merge input", "propagateResultToJEDI", low=0, high=_INT32)
 
 
 @dataclass(frozen=True)
 class SimulateSettings:
-    failure_rate: float = _s(0.1, "share of simulated jobs that fail", "")
+    failure_rate: float = _s(0.1, "share of simulated jobs that fail", "", low=0, high=1)
     failure_mix: list = _s([
         {"source": "pilot", "code": 1212, "diag": "Payload exceeded memory limit", "weight": 3},
         {"source": "trans", "code": 65, "diag": "Non-zero return code from the payload (65)", "weight": 4},
         {"source": "pilot", "code": 1099, "diag": "Failed to stage-in file", "weight": 2},
         {"source": "jobdispatcher", "code": 100, "diag": "lost heartbeat", "weight": 1},
     ], "errors a failed simulated job reports, drawn by weight", "")
-    seconds_per_event: float = _s(10.0, "simulated CPU seconds per input event (per core)", "")
+    seconds_per_event: float = _s(10.0, "simulated CPU seconds per input event (per core)", "", low=0)
 
 
 @dataclass(frozen=True)
 class PilotSettings:
     """`jedictl pilot`: the real executor (PanDA's pilot, reduced to what a cluster needs)."""
 
-    heartbeat_seconds: float = _s(60.0, "seconds between a pilot's heartbeats for its running jobs", "pilot config.Pilot.heartbeat (1800 s); 60 s here")
-    lost_heartbeat_seconds: float = _s(10800.0, "no successful heartbeat for this long: the pilot kills its payloads (error 1317)", "config.Pilot.lost_heartbeat")
-    kill_grace_seconds: float = _s(30.0, "seconds between SIGTERM and SIGKILL when a payload is stopped", "pilot kill_processes: SIGTERM, wait, SIGKILL")
-    poll_seconds: float = _s(5.0, "longest interval between samples of a payload's CPU and memory", "")
-    idle_poll_seconds: float = _s(30.0, "without --once: seconds between dispatch calls while no job is available", "")
-    idle_exit_seconds: float = _s(600.0, "without --once: exit after this long without a job (0: never)", "harvester: pilots that find no work end")
+    heartbeat_seconds: float = _s(60.0, "seconds between a pilot's heartbeats for its running jobs", "pilot config.Pilot.heartbeat (1800 s); 60 s here", above=0)
+    lost_heartbeat_seconds: float = _s(10800.0, "no successful heartbeat for this long: the pilot kills its payloads (error 1317)", "config.Pilot.lost_heartbeat", above=0)
+    kill_grace_seconds: float = _s(30.0, "seconds between SIGTERM and SIGKILL when a payload is stopped", "pilot kill_processes: SIGTERM, wait, SIGKILL", low=0)
+    poll_seconds: float = _s(5.0, "longest interval between samples of a payload's CPU and memory", "", above=0)
+    idle_poll_seconds: float = _s(30.0, "without --once: seconds between dispatch calls while no job is available", "", above=0)
+    idle_exit_seconds: float = _s(600.0, "without --once: exit after this long without a job (0: never)", "harvester: pilots that find no work end", low=0)
     workdir: str = _s("", "folder for the jobs' work directories (default: the system's temporary folder)", "")
 
 
@@ -203,44 +215,44 @@ class PilotSettings:
 class JobTimeoutSettings:
     """Seed 000 'Timeout values for production jobs'."""
 
-    defined_hours: float = _s(4.0, "defined jobs", "seed 000")
-    assigned_hours: float = _s(12.0, "assigned jobs", "seed 000")
-    activated_hours: float = _s(48.0, "activated or starting jobs", "seed 000")
-    sent_minutes: float = _s(30.0, "sent jobs", "seed 000")
-    running_days: float = _s(21.0, "running jobs", "seed 000")
-    heartbeat_hours: float = _s(2.0, "running jobs without a heartbeat", "seed 000")
-    holding_hours: float = _s(3.0, "holding jobs", "seed 000")
-    transferring_days: float = _s(2.0, "transferring jobs", "schedconfig.transtimelo")
-    waiting_minutes: float = _s(30.0, "waiting jobs", "seed 000")
-    pending_hours: float = _s(1.0, "pending jobs", "seed 000")
+    defined_hours: float = _s(4.0, "defined jobs", "seed 000", above=0)
+    assigned_hours: float = _s(12.0, "assigned jobs", "seed 000", above=0)
+    activated_hours: float = _s(48.0, "activated or starting jobs", "seed 000", above=0)
+    sent_minutes: float = _s(30.0, "sent jobs", "seed 000", above=0)
+    running_days: float = _s(21.0, "running jobs", "seed 000", above=0)
+    heartbeat_hours: float = _s(2.0, "running jobs without a heartbeat", "seed 000", above=0)
+    holding_hours: float = _s(3.0, "holding jobs", "seed 000", above=0)
+    transferring_days: float = _s(2.0, "transferring jobs", "schedconfig.transtimelo", above=0)
+    waiting_minutes: float = _s(30.0, "waiting jobs", "seed 000", above=0)
+    pending_hours: float = _s(1.0, "pending jobs", "seed 000", above=0)
 
 
 @dataclass(frozen=True)
 class FinalizeSettings:
-    limit: int = _s(50, "tasks finalized per pass", "postprocessor nTasks")
+    limit: int = _s(50, "tasks finalized per pass", "postprocessor nTasks", low=1)
     # The candidate query looks at every task (scout counts, phase complete): claiming ten at a time made
     # a pass over 10,000 tasks grow with their square (bench/run_all.py: 249 s, x21 for x10 tasks).
-    claim_batch: int = _s(50, "tasks claimed at a time within a pass", "postprocessor nTasks")
-    max_scout_jobs: int = _s(1000, "finished jobs sampled for scout statistics", "getScoutJobData: 1000 jobs")
+    claim_batch: int = _s(50, "tasks claimed at a time within a pass", "postprocessor nTasks", low=1)
+    max_scout_jobs: int = _s(1000, "finished jobs sampled for scout statistics", "getScoutJobData: 1000 jobs", low=1)
 
 
 @dataclass(frozen=True)
 class WatchdogSettings:
-    limit: int = _s(1000, "tasks each watchdog action looks at per pass", "")
-    wait_for_picked_minutes: int = _s(30, "files picked by a task locked longer than this are rescued", "watchdog.waitForPicked")
-    wait_for_pending_minutes: int = _s(60, "pending tasks are reactivated after this", "watchdog.waitForPending")
-    timeout_for_pending_days: int = _s(7, "pending longer than this -> exhausted", "watchdog.timeoutForPending")
-    wait_for_throttled_minutes: int = _s(120, "throttle backoff unit (x n squared)", "watchdog.waitForThrottled")
-    wait_for_exhausted_hours: int = _s(48, "exhausted tasks move to finishing after this", "watchdog.waitForExhausted")
-    wait_for_achieved_minutes: int = _s(60, "goal check interval per task", "watchdog.waitForAchieved")
-    throttle_attempt_step: int = _s(5, "average failed attempts per throttle step", "throttleTasks_JEDI")
-    boost_done_fraction: float = _s(0.95, "done fraction that earns a priority boost", "seed 000")
-    boost_max_remaining_jobs: int = _s(100, "at most this many jobs left for a boost", "seed 000")
-    boost_priority: int = _s(900, "priority given by the boost", "seed 000")
+    limit: int = _s(1000, "tasks each watchdog action looks at per pass", "", low=1)
+    wait_for_picked_minutes: int = _s(30, "files picked by a task locked longer than this are rescued", "watchdog.waitForPicked", low=0)
+    wait_for_pending_minutes: int = _s(60, "pending tasks are reactivated after this", "watchdog.waitForPending", low=0)
+    timeout_for_pending_days: int = _s(7, "pending longer than this -> exhausted", "watchdog.timeoutForPending", low=0)
+    wait_for_throttled_minutes: int = _s(120, "throttle backoff unit (x n squared)", "watchdog.waitForThrottled", low=0)
+    wait_for_exhausted_hours: int = _s(48, "exhausted tasks move to finishing after this", "watchdog.waitForExhausted", low=0)
+    wait_for_achieved_minutes: int = _s(60, "goal check interval per task", "watchdog.waitForAchieved", low=0)
+    throttle_attempt_step: int = _s(5, "average failed attempts per throttle step", "throttleTasks_JEDI", low=1)
+    boost_done_fraction: float = _s(0.95, "done fraction that earns a priority boost", "seed 000", low=0, high=1)
+    boost_max_remaining_jobs: int = _s(100, "at most this many jobs left for a boost", "seed 000", low=0)
+    boost_priority: int = _s(900, "priority given by the boost", "seed 000", **_PRIORITY)
     boost_share: str = _s("Express", "global share given by the boost", "seed 000")
-    pause_failure_rate: float = _s(0.0, "job failure rate that pauses a task (0 = off)", "MAX_JOB_FAILURE_RATE_TO_PAUSE")
-    pause_min_jobs: int = _s(1000, "jobs a task needs before it can be auto-paused", "MIN_JOBS_TO_PAUSE")
-    pause_min_remaining_jobs: int = _s(100, "remaining jobs a task needs before it can be auto-paused", "MIN_REMAINING_JOBS_TO_PAUSE")
+    pause_failure_rate: float = _s(0.0, "job failure rate that pauses a task (0 = off)", "MAX_JOB_FAILURE_RATE_TO_PAUSE", low=0, high=1)
+    pause_min_jobs: int = _s(1000, "jobs a task needs before it can be auto-paused", "MIN_JOBS_TO_PAUSE", low=0)
+    pause_min_remaining_jobs: int = _s(100, "remaining jobs a task needs before it can be auto-paused", "MIN_REMAINING_JOBS_TO_PAUSE", low=0)
 
 
 @dataclass(frozen=True)
@@ -249,12 +261,12 @@ class HarvestSettings:
 
     batch: str = _s("", "batch system for every site instead of its own sites.batch.system (local | slurm); empty: each site's", "")
     log_dir: str = _s("", "where pilots' batch scripts and logs go (default: the data directory's pilots/); must be shared with the compute nodes", "")
-    jobs_per_pilot: int = _s(10, "jobs a pilot takes when the site's batch sets no jobs_per_pilot", "")
-    slots: int = _s(1, "payloads a pilot runs at once when the site's batch sets no slots", "")
-    max_failed_pilots: int = _s(5, "a site whose last N pilots all failed before taking work gets pilots_active off (0: never)", "")
-    submit_grace_seconds: int = _s(120, "a pilot the batch system does not list yet is not called lost before this", "")
-    quiet_seconds: int = _s(600, "a pilot that beat within this is never ended on the batch system's word alone", "")
-    limit: int = _s(1000, "pilots submitted per site per pass", "Harvester maxNewWorkersPerCycle")
+    jobs_per_pilot: int = _s(10, "jobs a pilot takes when the site's batch sets no jobs_per_pilot", "", low=1, high=100_000)
+    slots: int = _s(1, "payloads a pilot runs at once when the site's batch sets no slots", "", low=1, high=1024)
+    max_failed_pilots: int = _s(5, "a site whose last N pilots all failed before taking work gets pilots_active off (0: never)", "", low=0)
+    submit_grace_seconds: int = _s(120, "a pilot the batch system does not list yet is not called lost before this", "", low=0)
+    quiet_seconds: int = _s(600, "a pilot that beat within this is never ended on the batch system's word alone", "", low=0)
+    limit: int = _s(1000, "pilots submitted per site per pass", "Harvester maxNewWorkersPerCycle", low=0)
 
 
 _DEFAULT_WORK_QUEUES: list[dict[str, Any]] = [
@@ -292,7 +304,7 @@ class Settings:
     output: str = _s("table", "output format: table, json, yaml, tsv")
     verbose: int = _s(0, "verbosity (-v count minus -q)")
     now: str = _s("", "fixed 'now' for every pass (ISO-8601 UTC), for tests and replays")
-    sqlite_busy_timeout_s: float = _s(60.0, "how long a SQLite writer waits for the lock")
+    sqlite_busy_timeout_s: float = _s(60.0, "how long a SQLite writer waits for the lock", low=0)
     log_format: str = _s("text", "how passes report on stderr: text, or json (one JSON object per line, for log shippers)")
     metrics_file: str = _s("", "write Prometheus text-format metrics here after every pass (node_exporter textfile collector)")
     lease: LeaseSettings = field(default_factory=LeaseSettings)
@@ -324,7 +336,6 @@ class LoadedSettings:
     config_path: Path | None
 
 
-LOG_FORMATS = ("text", "json")
 
 
 def default_data_dir() -> Path:
@@ -362,12 +373,19 @@ def load_settings(
     sources: dict[str, str] = {}
     merged: dict[str, Any] = {}
 
+    # An empty --db or --config (an unset variable in a script) used to mean the default one, silently.
+    for value, option, default in ((flags.get("db"), "--db", "store"), (config_path, "--config", "configuration file")):
+        if value is not None and not str(value).strip():
+            raise BadInput(f"is empty (leave it out to use the default {default})", option)
     path_text = config_path or environ.get(ENV_CONFIG)
     path: Path | None = None
     if path_text:
         path = Path(path_text).expanduser()
-        if not path.is_file():
-            raise BadInput(f"config file {path} does not exist", "config")
+        option = "--config" if config_path else ENV_CONFIG
+        if path.is_dir():
+            raise BadInput(f"{path} is a directory, not a configuration file", option)
+        if not path.exists():
+            raise BadInput(f"configuration file {path} does not exist", option)
     elif default_config_path().is_file():
         path = default_config_path()
     if path is not None:
@@ -380,7 +398,7 @@ def load_settings(
         key = _env_key(name)
         if key is None:
             continue
-        merged[key] = yaml.safe_load(text) if key not in _TEXT_ENV_KEYS else text
+        merged[key] = _env_value(text, name) if key not in _TEXT_ENV_KEYS else text
         sources[key] = f"env {name}"
 
     for key, value in flags.items():
@@ -389,11 +407,17 @@ def load_settings(
         merged[key] = value
         sources[key] = "flag"
 
-    settings = _build(Settings, _unflatten(merged), "")
+    try:
+        settings = _build(Settings, _unflatten(merged), "")
+        _check_together(settings)
+    except BadInput as exc:
+        raise _naming_the_source(exc, sources) from None
     if settings.output not in OUTPUT_FORMATS:
         raise BadInput(f"must be one of {', '.join(OUTPUT_FORMATS)}", "output")
     if settings.log_format not in LOG_FORMATS:
         raise BadInput(f"must be one of {', '.join(LOG_FORMATS)}", "log_format")
+    if settings.now:
+        _check_now(settings.now, {"flag": "--now"}.get(sources.get("now", ""), ENV_NOW if sources.get("now", "").startswith("env") else "now"))
     if not settings.db:
         settings = dataclasses.replace(settings, db=default_store_url())
     else:
@@ -401,6 +425,27 @@ def load_settings(
     for key, _ in _flatten(_as_dict(settings)):
         sources.setdefault(key, "default")
     return LoadedSettings(settings=settings, sources=sources, config_path=path)
+
+
+def _check_now(text: str, option: str) -> None:
+    """A fixed time is checked whatever the command: `task list --now yesterday` used to run regardless."""
+    try:
+        moment = parse_time(text)
+    except ValueError as exc:
+        raise BadInput(f"{text!r} is not an ISO-8601 time", option) from exc
+    if not in_range(moment):
+        raise BadInput(f"must lie between {EARLIEST:%Y-%m-%d} and {LATEST:%Y-%m-%d}", option)
+
+
+def _naming_the_source(exc: BadInput, sources: Mapping[str, str]) -> BadInput:
+    """The error of a setting, with where its value came from (a file, the environment)."""
+    parts = (exc.path or "").split("[")[0].split(".")
+    source = next((sources[key] for key in (".".join(parts[:n]) for n in range(len(parts), 0, -1)) if key in sources), "")
+    if not source.startswith(("file ", "env ")):
+        return exc
+    message = str(exc)[len(exc.path or "") + 2:] if exc.path else str(exc)
+    where = f"in {source[5:]}" if source.startswith("file ") else f"from {source[4:]}"
+    return BadInput(f"{message} ({where})", exc.path)
 
 
 def describe(loaded: LoadedSettings) -> list[dict[str, Any]]:
@@ -418,6 +463,14 @@ _TOP_LEVEL_ENV = {ENV_DB: "db", ENV_OUTPUT: "output", ENV_VERBOSE: "verbose", EN
 _TEXT_ENV_KEYS = ("db", "now", "log_format", "metrics_file")
 
 
+def _env_value(text: str, name: str) -> Any:
+    """A setting from the environment, read as YAML (`10`, `true`, `[1, 2]`)."""
+    try:
+        return safe_yaml.load(text)
+    except yaml.YAMLError as exc:
+        raise BadInput(f"is not a valid value ({getattr(exc, 'problem', None) or 'invalid YAML'})", name) from exc
+
+
 def _env_key(name: str) -> str | None:
     if name in _TOP_LEVEL_ENV:
         return _TOP_LEVEL_ENV[name]
@@ -428,11 +481,16 @@ def _env_key(name: str) -> str | None:
 
 def _read_yaml_mapping(path: Path) -> dict[str, Any]:
     try:
-        document = yaml.safe_load(path.read_text())
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInput(f"cannot read the configuration file {path} ({getattr(exc, 'strerror', None) or exc})") from exc
+    try:
+        document = safe_yaml.load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
-        raise BadInput(f"config file {path}{where} is not valid YAML") from exc
+        problem = getattr(exc, "problem", None)
+        raise BadInput(f"config file {path}{where} is not valid YAML" + (f": {problem}" if problem else "")) from exc
     if document is None:
         return {}
     if not isinstance(document, dict):
@@ -489,7 +547,8 @@ def _build(cls: type, values: Mapping[str, Any], prefix: str) -> Any:
     names = {f.name for f in dataclasses.fields(cls)}
     for key in values:
         if key not in names:
-            raise BadInput("unknown setting", f"{prefix}{key}")
+            guess = closest(str(key), names)
+            raise BadInput("unknown setting" + (f"; did you mean {prefix}{guess}?" if guess else ""), f"{prefix}{key}")
     kwargs = {}
     for f in dataclasses.fields(cls):
         if f.name not in values:
@@ -502,8 +561,51 @@ def _build(cls: type, values: Mapping[str, Any], prefix: str) -> Any:
                 raise BadInput("must be a mapping", path)
             kwargs[f.name] = _build(kind, value, path + ".")
         else:
-            kwargs[f.name] = _coerce(kind, value, path)
+            kwargs[f.name] = _in_range(_coerce(kind, value, path), f.metadata, path)
     return cls(**kwargs)
+
+
+def _in_range(value: Any, limits: Mapping[str, Any], path: str) -> Any:
+    """A number within its setting's range (and BIGINT's), else BadInput naming the key."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return value
+    low, high, above = limits.get("low"), limits.get("high"), limits.get("above")
+    low = -_INT64 if low is None else low
+    high = _INT64 if high is None else high
+    if low <= value <= high and (above is None or value > above):
+        return value
+    floor = f"greater than {_number(above)}" if above is not None else f"at least {_number(low)}"
+    if high != _INT64 and (above is not None or low != -_INT64):
+        raise BadInput(f"must be {floor} and at most {_number(high)}" if above is not None
+                       else f"must be between {_number(low)} and {_number(high)}", path)
+    raise BadInput(f"must be at most {_number(high)}" if value > high else f"must be {floor}", path)
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def _check_together(settings: Settings) -> None:
+    """Settings that bound each other, and the numbers inside lists and mappings."""
+    pairs = (("throttle.bunch_min", settings.throttle.bunch_min, "throttle.bunch_max", settings.throttle.bunch_max),
+             ("dispatch.count", settings.dispatch.count, "dispatch.max_count", settings.dispatch.max_count),
+             ("generate.max_files_per_job", settings.generate.max_files_per_job,
+              "generate.hard_max_files_per_job", settings.generate.hard_max_files_per_job))
+    for key, value, bound_key, bound in pairs:
+        if value > bound:
+            raise BadInput(f"must be at most {bound_key} ({bound})", key)
+    if settings.pilot.lost_heartbeat_seconds <= settings.pilot.heartbeat_seconds:
+        raise BadInput(f"must be longer than pilot.heartbeat_seconds ({_number(settings.pilot.heartbeat_seconds)})",
+                       "pilot.lost_heartbeat_seconds")
+    ladder = settings.retry.ram_ladder_mb
+    for index, step in enumerate(ladder):
+        if isinstance(step, bool) or not isinstance(step, int) or not 1 <= step <= _INT32:
+            raise BadInput(f"must be a whole number of MB between 1 and {_INT32}", f"retry.ram_ladder_mb[{index}]")
+        if index and step <= ladder[index - 1]:
+            raise BadInput("must be larger than the step before it (the ladder goes up)", f"retry.ram_ladder_mb[{index}]")
+    for key, limit in settings.throttle.limits.items():
+        if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not 0 <= limit <= _INT64 or math.isnan(limit):
+            raise BadInput("must be a number of jobs, at least 0", f"throttle.limits.{key}")
 
 
 def _coerce(kind: Any, value: Any, path: str) -> Any:
@@ -525,9 +627,12 @@ def _coerce(kind: Any, value: Any, path: str) -> Any:
         if isinstance(value, bool) or not isinstance(value, (int, float, str)):
             raise BadInput("must be a number", path)
         try:
-            return float(value)
+            number = float(value)
         except ValueError as exc:
             raise BadInput("must be a number", path) from exc
+        if not math.isfinite(number):
+            raise BadInput("must be a finite number", path)
+        return number
     if base is str:
         if not isinstance(value, (str, int, float)) or isinstance(value, bool):
             raise BadInput("must be a string", path)

@@ -86,3 +86,29 @@ def hooked_env(**hooks: str) -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HOOKS), env.get("PYTHONPATH")]))
     env.update({f"JEDICTL_HOOK_{name.upper()}": value for name, value in hooks.items()})
     return env
+
+
+def store_dump(url: str) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of every table, sorted: two dumps are equal when nothing was written."""
+    from sqlalchemy import select
+
+    from jedictl.store.database import create_store_engine
+    from jedictl.store.schema import metadata
+
+    engine = create_store_engine(url)
+    try:
+        with engine.connect() as conn:
+            return {name: sorted((tuple(row) for row in conn.execute(select(table))), key=repr) for name, table in metadata.tables.items()}
+    finally:
+        engine.dispose()
+
+
+def refused(cli: Any, store: str, *args: str, input: str | None = None, env: dict[str, str] | None = None) -> str:
+    """The command is bad input: exit 2, one `jedictl: error:` line on stderr, and the store exactly as
+    it was (every row of every table). Returns the error line."""
+    before = store_dump(store)
+    result = cli(*args, db=store, input=input, env=env, code=2)
+    lines = result.stderr.rstrip("\n").split("\n")
+    assert len(lines) == 1 and lines[0].startswith("jedictl: error: "), result.stderr
+    assert store_dump(store) == before, f"refused, but the store changed: {args}"
+    return lines[0]

@@ -11,9 +11,10 @@ in read-only mode with a short timeout: completion never imports SQLAlchemy, nev
 or writes a store, and offers nothing for a PostgreSQL store (a network round trip per TAB is not
 cheap). Any failure offers nothing.
 
-Sets that the engine defines are copied here so that a TAB does not import the engine (the retry rules
-alone take 0.4 s to import); tests/cli/test_completion_values.py checks that each copy equals the
-engine's.
+The fixed sets come from `jedictl.model.choices`, which the commands validate against too (and which
+the settings already import, so a TAB imports nothing more); the few sets only the engine defines are
+copied here so that a TAB does not import the engine (the retry rules alone take 0.4 s to import):
+tests/cli/test_completion_values.py checks that each copy equals the engine's.
 """
 
 from __future__ import annotations
@@ -22,26 +23,16 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-#: engine.catalogs.sites.SITE_STATUSES
-SITE_STATUSES = ("online", "brokeroff", "offline", "test")
-#: engine.jobs.retry_rules.ACTIONS
-RETRY_ACTIONS = ("no_retry", "limit_retry", "increase_memory", "increase_cputime", "reduce_input_per_job")
+from jedictl.model.choices import AGENTS, BATCH_SYSTEMS, HEARTBEAT_STATUSES, PILOT_STATES, RETRY_ACTIONS, SITE_STATUSES
+from jedictl.model.choices import CATALOG_KINDS as DATA_KINDS
+from jedictl.model.choices import CATALOG_STATES as DATA_STATES
+from jedictl.model.choices import TRANSFER_MODES as TRANSFERS
+
 #: The error sources of PanDA's job record (engine.jobs.reports: pilotErrorCode -> pilot, ...) and the payload's.
 ERROR_SOURCES = ("pilot", "exe", "ddm", "jobdispatcher", "taskbuffer", "sup", "trans")
 #: engine.generate.splitters.registry.NAMES
 SPLIT_ALGORITHMS = ("FileBased", "MinFileBased", "EventBased", "LumiBased", "EventAwareLumiBased", "SizeBased", "RunBased",
                     "ParentlessMergeBySize", "SiblingProcessingBased", "Harvest", "jedi")
-#: engine.pipeline.AGENTS
-AGENTS = ("refine", "feed", "broker", "generate", "harvest", "finalize", "watch")
-#: engine.jobs.states.HEARTBEAT_STATUSES, in the order a job goes through them
-HEARTBEAT_STATUSES = ("starting", "running", "holding", "transferring", "merging")
-#: What `data list` filters on: the catalog's kinds and states.
-DATA_KINDS = ("dataset", "container")
-DATA_STATES = ("open", "closed")
-TRANSFERS = ("copy", "move", "link", "none")
-BATCH_SYSTEMS = ("local", "slurm")
-#: commands.pilots.STATES
-PILOT_STATES = ("submitted", "running", "finished", "failed", "cancelled", "lost")
 
 
 def _enum(name: str) -> Callable[[Any], list[str]]:

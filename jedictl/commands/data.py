@@ -155,7 +155,12 @@ def list_(
     wide: WideOpt = False,
 ) -> None:
     """List datasets and containers with their file counts, sizes and events."""
+    from jedictl.commands._choices import check_choice
+    from jedictl.model.choices import CATALOG_KINDS, CATALOG_STATES
+
     app_ctx = context(ctx)
+    check_choice(kind, CATALOG_KINDS, "--kind", "a catalog kind")
+    check_choice(state, CATALOG_STATES, "--state", "a dataset state")
     from jedictl.store import data_catalog as store_catalog
 
     with app_ctx.store().read() as conn:

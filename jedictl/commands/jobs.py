@@ -29,12 +29,16 @@ def list_(
     wide: WideOpt = False,
 ) -> None:
     """List jobs, newest first."""
+    from jedictl.commands._choices import check_choices
+    from jedictl.model.choices import JOB_STATUSES
+
     app_ctx = context(ctx)
+    statuses = check_choices(status, JOB_STATUSES, "--status", "a job status")
     from jedictl.engine.views.jobs import job_summary
     from jedictl.store import jobs as job_store
 
     with app_ctx.store().read() as conn:
-        rows = [job_summary(row) for row in job_store.list_jobs(conn, task_id, status or (), site, limit)]
+        rows = [job_summary(row) for row in job_store.list_jobs(conn, task_id, statuses, site, limit)]
     app_ctx.emit(rows, LIST_VIEW, pick=columns, wide=wide)
 
 

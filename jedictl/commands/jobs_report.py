@@ -21,8 +21,9 @@ def report(
     wall_time, cpu_time, max_pss, max_rss, n_events, started_at, ended_at and outputs [{lfn, size,
     checksum, guid, n_events}]. Inputs of a finished job are finished and its outputs registered in
     the data catalog; a failed job meets the retry rules and its inputs go back to the pool while
-    attempts remain. A duplicate report changes nothing; an unknown, final or malformed one is
-    refused (exit 1) and the other lines still apply.
+    attempts remain. The same report again is a duplicate and changes nothing; a different report for
+    a job already ended is a conflict, and an unknown or malformed one is refused -- both exit 1, and
+    the other lines still apply.
     """
     app = context(ctx)
     from jedictl.commands._agent import emit_report

@@ -14,7 +14,6 @@ app = App(help="Pilots harvest submitted to batch systems.", no_args_is_help=Tru
 
 LIST_VIEW = View(("id", "site", "batch_system", "batch_id", "state", "submitted_at", "started_at", "ended_at", "n_jobs", "n_finished",
                   "n_failed", "exit_code", "error"), keep=5)
-STATES = ("submitted", "running", "finished", "failed", "cancelled", "lost")
 
 
 @app.command("list")
@@ -27,13 +26,14 @@ def list_(
     wide: WideOpt = False,
 ) -> None:
     """List pilots, newest first: batch id, state, the jobs each took, and how it ended."""
+    from jedictl.commands._choices import check_choice
+    from jedictl.model.choices import PILOT_STATES
+
     app_ctx = context(ctx)
-    from jedictl.errors import BadInput
+    check_choice(state, PILOT_STATES, "--state", "a pilot state")
     from jedictl.output import iter_rows
     from jedictl.store import pilots as pilot_store
 
-    if state is not None and state not in STATES:
-        raise BadInput(f"must be one of {', '.join(STATES)}", "--state")
     with app_ctx.store().read() as conn:
         rows = iter_rows(pilot_store.list_pilots(conn, site, state, limit))
     app_ctx.emit(rows, LIST_VIEW, pick=columns, wide=wide)

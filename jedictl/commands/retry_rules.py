@@ -61,7 +61,11 @@ def list_(
     wide: WideOpt = False,
 ) -> None:
     """List the stored rules, expired ones included, by id."""
+    from jedictl.commands._choices import check_choice
+    from jedictl.model.choices import RETRY_ACTIONS
+
     app_ctx = context(ctx)
+    check_choice(action, RETRY_ACTIONS, "--action", "a retry action")
     from jedictl.store import retry_rules as rule_store
 
     with app_ctx.store().read() as conn:

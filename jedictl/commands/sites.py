@@ -48,7 +48,11 @@ def list_(
     wide: WideOpt = False,
 ) -> None:
     """List sites."""
+    from jedictl.commands._choices import check_choice
+    from jedictl.model.choices import SITE_STATUSES
+
     app_ctx = context(ctx)
+    check_choice(status, SITE_STATUSES, "--status", "a site status")
     from jedictl.output import iter_rows
     from jedictl.store import sites as site_store
 
@@ -80,13 +84,13 @@ def set_status(
     status: Annotated[str, typer.Argument(help="online, brokeroff, offline or test.")],
 ) -> None:
     """Change a site's status (brokerage uses only online sites; test sites only for test tasks)."""
+    from jedictl.commands._choices import check_choice
+    from jedictl.model.choices import SITE_STATUSES
+
     app_ctx = context(ctx)
-    from jedictl.engine.catalogs.sites import SITE_STATUSES
-    from jedictl.errors import BadInput
+    check_choice(status, SITE_STATUSES, "STATUS", "a site status")
     from jedictl.store import sites as site_store
 
-    if status not in SITE_STATUSES:
-        raise BadInput(f"must be one of {', '.join(SITE_STATUSES)}", "STATUS")
     with app_ctx.store().begin() as conn:
         previous = site_store.set_status(conn, name, status, app_ctx.clock.now())
     app_ctx.emit({"site": name, "status": status, "previous_status": previous})

@@ -37,6 +37,12 @@ def submit(
     if definition.priority_capped_from is not None:
         app.note(f"priority {definition.priority_capped_from} lowered to {definition.task_priority}: analysis tasks of "
                  f"{definition.user_name} are capped (refine.super_users / refine.super_groups lift the cap)")
+    if definition.format == "panda":
+        from jedictl.engine.task.panda_params import misspelt_keys
+
+        # PanDA's format keeps keys it does not know, so a typo is no error -- but it is silently unused.
+        for key, meant in misspelt_keys(definition.unknown_keys):
+            app.note(f"jedictl: warning: {key}: not a task parameter jedictl knows (kept, not used); did you mean {meant}?")
     if definition.unknown_keys and app.verbose:
         app.note(f"kept but not used by jedictl: {', '.join(definition.unknown_keys)}")
     if dry_run:

@@ -34,11 +34,15 @@ def list_(
     wide: WideOpt = False,
 ) -> None:
     """List tasks, newest first."""
+    from jedictl.commands._choices import check_choices
+    from jedictl.model.choices import TASK_STATUSES
+
     app_ctx = context(ctx)
+    statuses = check_choices(status, TASK_STATUSES, "--status", "a task status")
     from jedictl.engine.views.tasks import list_tasks
 
     with app_ctx.store().read() as conn:
-        rows = list_tasks(conn, status or (), user, limit)
+        rows = list_tasks(conn, statuses, user, limit)
     app_ctx.emit(rows, LIST_VIEW, pick=columns, wide=wide)
 
 

@@ -58,13 +58,13 @@ PASS_COUNTS: dict[str, tuple[str, ...]] = {
     "watch": (*_WATCH, *_LEASED),
     "simulate": ("ran", "idle", "error", "jobs", "finished", "failed"),
     "pilot": ("jobs", "finished", "failed", "error"),
-    "report": ("applied", "duplicate", "refused"),
+    "report": ("applied", "duplicate", "conflict", "refused"),
     "heartbeat": ("alive", "tobekilled", "alreadydone"),
     "kill": ("killed", "tobekilled", "refused"),
     "settle": ("applied", "waiting", "unchanged"),
 }
 #: The outcomes that are failures (the command exits 1 when any is counted); "error" for the others.
-PASS_FAILURES: dict[str, tuple[str, ...]] = {"report": ("refused",), "kill": ("refused",), "heartbeat": ()}
+PASS_FAILURES: dict[str, tuple[str, ...]] = {"report": ("refused", "conflict"), "kill": ("refused",), "heartbeat": ()}
 
 
 @dataclass

@@ -20,10 +20,11 @@ from jedictl.engine.harvest.harvester import HarvestRequest, harvest_pass, harve
 from jedictl.engine.refine.refiner import refine_pass
 from jedictl.engine.watch.watchdog import watch_pass
 from jedictl.errors import BadInput
+from jedictl.model.choices import AGENTS as PIPELINE_AGENTS
 
 #: Pipeline order: refine -> feed -> broker -> generate -> harvest (pilots for the new jobs, only where a
 #: site has a batch system) -> finalize, then the watchdog's housekeeping.
-AGENTS = ("refine", "feed", "broker", "generate", "harvest", "finalize", "watch")
+AGENTS = PIPELINE_AGENTS
 
 
 def _refine(store: Any, settings: Settings, owner: str, now: datetime, seed: int | None) -> PassReport:

@@ -5,7 +5,7 @@ the named operations behind `jedictl data ...`.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from sqlalchemy import Connection, delete, func, insert, select, update
 
@@ -247,8 +247,37 @@ def list_datasets(conn: Connection, kind: str | None = None, state: str | None =
     if state:
         query = query.where(catalog_datasets.c.state == state)
     if pattern:
-        query = query.where(catalog_datasets.c.name.like(pattern.replace("*", "%")))
+        query = query.where(catalog_datasets.c.name.like(like_pattern(pattern), escape="\\"))
+        exact = name_matcher(pattern)  # SQLite's LIKE ignores case; names do not
+        return [dict(r._mapping) for r in conn.execute(query) if exact(r.name)]
     return [dict(r._mapping) for r in conn.execute(query)]
+
+
+def like_pattern(pattern: str) -> str:
+    """A name pattern whose only wildcard is `*` as a LIKE pattern (ESCAPE '\\'): `%`, `_` and the
+    backslash are literal characters of a name, never LIKE's own wildcards."""
+    escaped = pattern.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return escaped.replace("*", "%")
+
+
+def name_matcher(pattern: str) -> Callable[[str], bool]:
+    """Does a name match `pattern` (`*`: any run of characters), case and all? Linear in the name for
+    each part (a greedy match that goes back only to the last `*`), so no pattern can make it hang."""
+    if "*" not in pattern:
+        return lambda name: name == pattern
+    head, *middle, tail = pattern.split("*")
+
+    def matches(name: str) -> bool:
+        if len(name) < len(head) + len(tail) or not name.startswith(head) or not name.endswith(tail):
+            return False
+        position, end = len(head), len(name) - len(tail)
+        for part in middle:
+            found = name.find(part, position, end)
+            if found < 0:
+                return False
+            position = found + len(part)
+        return True
+    return matches
 
 
 def show_dataset(conn: Connection, name: str, with_files: bool) -> dict[str, Any]:

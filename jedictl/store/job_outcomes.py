@@ -101,6 +101,30 @@ def dataset_targets(conn: Connection, dataset_ids: Iterable[int]) -> dict[int, t
             for row in conn.execute(select(datasets.c.id, datasets.c.name, datasets.c.destination).where(datasets.c.id.in_(list(part))))}
 
 
+#: What a final job's row recorded of the report that ended it (compared with a second report).
+RECORDED_END_COLUMNS = ("status", "error_source", "error_code", "error_diag", "trans_exit_code", "wall_time", "cpu_time",
+                        "max_pss", "max_rss", "n_events", "output_bytes", "started_at", "ended_at")
+_OUTPUT_TYPES = ("output", "log", "trn_output", "trn_log")
+
+
+def recorded_ends(conn: Connection, job_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
+    """For final jobs: the outcome columns of each, and under `outputs` its output files as recorded
+    (lfn -> size, checksum, guid, n_events), read when a second report arrives for a job."""
+    ids = sorted(set(job_ids))
+    found: dict[int, dict[str, Any]] = {}
+    for part in slices(ids):
+        for row in conn.execute(select(jobs.c.id, *(jobs.c[name] for name in RECORDED_END_COLUMNS)).where(jobs.c.id.in_(list(part)))):
+            found[row.id] = {name: row._mapping[name] for name in RECORDED_END_COLUMNS} | {"outputs": {}}
+        query = (select(job_files.c.job_id, job_files.c.lfn, files.c.size, files.c.checksum, files.c.guid, files.c.n_events)
+                 .join(files, files.c.id == job_files.c.file_id)
+                 .where(job_files.c.job_id.in_(list(part)), job_files.c.type.in_(_OUTPUT_TYPES)))
+        for row in conn.execute(query):
+            if row.job_id in found:
+                found[row.job_id]["outputs"][row.lfn] = {"size": row.size, "checksum": row.checksum, "guid": row.guid,
+                                                         "n_events": row.n_events}
+    return found
+
+
 def registered_outputs(conn: Connection, pairs: Iterable[tuple[str, str]]) -> set[tuple[str, str]]:
     """The (dataset name, lfn) pairs already registered in the data catalog, of those given."""
     wanted = set(pairs)

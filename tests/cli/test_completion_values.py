@@ -183,7 +183,6 @@ def test_every_value_of_every_command_completes_without_the_database_layer(sites
 # ------------------------------------------------------------ the copies are the engine's sets
 
 def test_the_sets_copied_for_speed_are_the_engines():
-    from jedictl.commands import pilots
     from jedictl.engine import pipeline
     from jedictl.engine.catalogs import sites
     from jedictl.engine.generate.splitters import registry
@@ -194,7 +193,9 @@ def test_the_sets_copied_for_speed_are_the_engines():
     assert _complete.SPLIT_ALGORITHMS == tuple(registry.NAMES)
     assert _complete.AGENTS == pipeline.AGENTS
     assert set(_complete.HEARTBEAT_STATUSES) == {status.value for status in states.HEARTBEAT_STATUSES}
-    assert _complete.PILOT_STATES == pilots.STATES
+    from jedictl.model import choices
+
+    assert _complete.PILOT_STATES == choices.PILOT_STATES
 
 
 def test_statuses_come_from_the_model():

@@ -90,3 +90,95 @@ def test_every_command_and_group_takes_the_global_options():
 
     walk(typer.main.get_command(app), ["jedictl"])
     assert missing == []
+
+
+def _refused(cli, *args, env=None):
+    result = cli(*args, env=env, code=2)
+    lines = result.stderr.rstrip("\n").split("\n")
+    assert len(lines) == 1 and lines[0].startswith("jedictl: error: "), result.stderr
+    return lines[0]
+
+
+def test_numbers_out_of_their_range_are_refused_naming_the_key(cli, tmp_path):
+    config = tmp_path / "c.yaml"
+    cases = [({"lease": {"seconds": -5}}, "lease.seconds: must be at least 1"),
+             ({"dispatch": {"sloppy_ratio": 5}}, "dispatch.sloppy_ratio: must be between 0 and 1"),
+             ({"generate": {"express_ratio": -0.1}}, "generate.express_ratio: must be between 0 and 1"),
+             ({"feed": {"batch_size": 0}}, "feed.batch_size: must be at least 1"),
+             ({"refine": {"default_cpu_efficiency": 101}}, "refine.default_cpu_efficiency: must be between 1 and 100"),
+             ({"job_timeouts": {"sent_minutes": 0}}, "job_timeouts.sent_minutes: must be greater than 0"),
+             ({"throttle": {"threshold": float("nan")}}, "throttle.threshold: must be a finite number"),
+             ({"generate": {"express_priority": 10**10}}, "generate.express_priority: must be between -1000000000 and 1000000000"),
+             ({"harvest": {"slots": 0}}, "harvest.slots: must be between 1 and 1024"),
+             ({"throttle": {"bunch_min": 700}}, "throttle.bunch_min: must be at most throttle.bunch_max (600)"),
+             ({"retry": {"ram_ladder_mb": [2000, 1000]}}, "retry.ram_ladder_mb[1]: must be larger than the step before it"),
+             ({"retry": {"ram_ladder_mb": [0]}}, "retry.ram_ladder_mb[0]: must be a whole number of MB"),
+             ({"throttle": {"limits": {"NQUEUELIMIT_Test": -1}}}, "throttle.limits.NQUEUELIMIT_Test: must be a number of jobs"),
+             ({"lease": {"seconds": 2**63}}, "lease.seconds: must be at most 9223372036854775807")]
+    for document, message in cases:
+        config.write_text(yaml.safe_dump(document))
+        line = _refused(cli, "config", "show", "--config", str(config))
+        assert line.startswith(f"jedictl: error: {message}") and line.endswith(f" (in {config})"), line
+    line = _refused(cli, "config", "show", env={"JEDICTL_LEASE__SECONDS": "0"})
+    assert line == "jedictl: error: lease.seconds: must be at least 1 (from JEDICTL_LEASE__SECONDS)"
+    assert _refused(cli, "config", "show", env={"JEDICTL_LEASE__SECONDS": "["}).startswith(
+        "jedictl: error: JEDICTL_LEASE__SECONDS: is not a valid value")
+    config.write_text(yaml.safe_dump({"leese": {"seconds": 5}}))
+    assert _refused(cli, "config", "show", "--config", str(config)) == "jedictl: error: leese: unknown setting; did you mean lease?"
+
+
+def test_every_number_in_the_settings_has_a_range():
+    """A numeric setting added without a range would take any value again."""
+    import dataclasses
+    from typing import get_type_hints
+
+    from jedictl.config import Settings
+
+    def numbers(cls, prefix=""):
+        hints = get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            if dataclasses.is_dataclass(hints[f.name]):
+                yield from numbers(hints[f.name], f"{prefix}{f.name}.")
+            elif hints[f.name] in (int, float):
+                yield f"{prefix}{f.name}", f.metadata
+
+    unbounded = [key for key, meta in numbers(Settings) if meta.get("low") is None and meta.get("above") is None]
+    assert unbounded == ["verbose"]
+
+
+def test_the_defaults_are_within_their_ranges(cli):
+    cli("config", "show")  # built from the defaults alone: every range and cross-check holds
+
+
+def test_config_and_db_that_cannot_be_right(cli, tmp_path):
+    assert _refused(cli, "config", "show", "--config", str(tmp_path)) == \
+        f"jedictl: error: --config: {tmp_path} is a directory, not a configuration file"
+    assert _refused(cli, "config", "show", env={"JEDICTL_CONFIG": str(tmp_path)}) == \
+        f"jedictl: error: JEDICTL_CONFIG: {tmp_path} is a directory, not a configuration file"
+    assert _refused(cli, "config", "show", "--config", "") == \
+        "jedictl: error: --config: is empty (leave it out to use the default configuration file)"
+    # `--db ''` (an unset variable in a script) used to open the default store instead.
+    assert _refused(cli, "--db", "", "task", "list") == "jedictl: error: --db: is empty (leave it out to use the default store)"
+    assert _refused(cli, "task", "list", "--db", "") == "jedictl: error: --db: is empty (leave it out to use the default store)"
+    unreadable = tmp_path / "secret.yaml"
+    unreadable.write_bytes(b"\xff\xfe lease: 1")
+    assert _refused(cli, "config", "show", "--config", str(unreadable)).startswith(
+        f"jedictl: error: cannot read the configuration file {unreadable}")
+
+
+def test_a_duplicate_key_in_the_configuration_is_refused(cli, tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text("lease:\n  seconds: 60\nthrottle:\n  threshold: 3\nlease:\n  seconds: 5\n")
+    assert _refused(cli, "config", "show", "--config", str(config)) == (
+        f"jedictl: error: config file {config} line 5 is not valid YAML: found duplicate key 'lease' (first at line 1)")
+
+
+def test_now_is_checked_by_every_command(cli, store):
+    """`task list` never reads the clock: `--now yesterday` used to pass unnoticed."""
+    from tests.helpers import refused
+
+    assert refused(cli, store, "task", "list", "--now", "yesterday") == \
+        "jedictl: error: --now: 'yesterday' is not an ISO-8601 time"
+    assert refused(cli, store, "task", "list", env={"JEDICTL_NOW": "1900-01-01"}) == \
+        "jedictl: error: JEDICTL_NOW: must lie between 1970-01-01 and 9000-01-01"
+    assert cli.json("task", "list", "--now", "2030-01-01T00:00:00Z", db=store) == []

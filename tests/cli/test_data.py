@@ -76,3 +76,32 @@ def test_bad_catalog_files_import_nothing(cli, store, tmp_path):
     bad.write_text("datasets:\n- name: x\n  files: [{lfn: a.root, size: 1}\n")
     assert "bad.yaml: line" in cli("data", "import", str(bad), db=store, code=2).stderr
     assert row_counts(store) == before
+
+
+def test_list_refuses_unknown_kinds_and_states(cli, store):
+    from tests.helpers import refused
+
+    assert refused(cli, store, "data", "list", "--kind", "bogus") == \
+        "jedictl: error: --kind: 'bogus' is not a catalog kind (allowed: dataset, container)"
+    assert refused(cli, store, "data", "list", "--state", "Open") == \
+        "jedictl: error: --state: 'Open' is not a dataset state (allowed: open, closed; did you mean 'open'?)"
+
+
+def test_list_patterns_have_one_wildcard_the_star(cli, store):
+    """`%` and `_` are characters of a pattern, not SQL LIKE wildcards; names match case and all."""
+    cli("sites", "import", str(ROOT / "examples" / "sites.yaml"), db=store)
+    names = ["d_cs", "dxcs", "ds.in", "DS.IN", "a.b"]
+    cli("data", "import", "-", db=store, input=json.dumps({"datasets": [{"name": name} for name in names]}))
+
+    def listed(pattern):
+        return sorted(d["name"] for d in cli.json("data", "list", pattern, db=store))
+
+    assert listed("%") == [] and listed("_") == [] and listed("%%") == [] and listed("a%") == []
+    assert listed("d_cs") == ["d_cs"]
+    assert listed("d_*") == ["d_cs"]
+    assert listed("____") == []
+    assert listed("ds.*") == ["ds.in"]  # not DS.IN: names are case-sensitive, on SQLite too
+    assert listed("*") == sorted(names)
+    assert listed("*.*") == ["DS.IN", "a.b", "ds.in"]
+    assert listed("a\\%") == [] and listed("*\\*") == []
+    assert cli.json("data", "show", "d_cs", db=store)["name"] == "d_cs"

@@ -256,18 +256,30 @@ def test_hostile_lfns_in_job_reports_are_refused_lines(cli, grid):
     assert row_counts(grid) == before
 
 
-@pytest.mark.parametrize("name", ["CERN'; DROP TABLE sites; --", 'Q"uote', "$(touch PWNED)", "a`id`b"])
-def test_quoted_site_names_are_stored_verbatim(cli, store, scratch, name):
-    """A site name is free text: quotes and shell syntax are kept as they are and never executed."""
-    cli("sites", "import", "-", db=store, input=json.dumps({"sites": [{"name": name}]}))
-    assert cli.json("sites", "show", name, db=store)["name"] == name
-    assert [site["name"] for site in cli.json("sites", "list", db=store)] == [name]
-    cli("sites", "set-status", name, "offline", db=store)
+@pytest.mark.parametrize("name", ["CERN'; DROP TABLE sites; --", "X; DROP TABLE sites", 'Q"uote', "$(touch PWNED)", "a`id`b",
+                                  "../../etc", "/etc", "a/b", "..", ".hidden", "-rf", "a b", "x" * 129])
+def test_site_nucleus_and_endpoint_names_are_checked_like_task_names(cli, store, scratch, name):
+    """Names of the resource catalog name folders and go into commands: letters, digits and . _ - only,
+    starting with a letter or digit -- `../../etc` and `X; DROP TABLE sites` used to be stored."""
+    for kind in ("sites", "nuclei", "storage_endpoints"):
+        line = _refused(cli, store, "sites", "import", "-", input=json.dumps({kind: [{"name": name}]}))
+        if len(name) <= 64:
+            assert line.startswith(f"jedictl: error: {kind}[0].name: a ") and "must be letters, digits and . _ -" in line, line
+    assert _refused(cli, store, "sites", "import", "-", input=json.dumps({"sites": [{"name": "S1", "cloud": name}]})).startswith(
+        "jedictl: error: sites[0].cloud: ")
     before = row_counts(store)
     _refused(cli, store, "jobs", "dispatch", "--site", name + "' OR '1'='1")
     assert cli.json("task", "list", "--user", "x' OR '1'='1", db=store) == []
-    assert row_counts(store) == before and before["sites"] == 1
+    assert row_counts(store) == before and before["sites"] == 0
     _canary_absent(scratch)
+
+
+def test_catalog_names_that_are_fine(cli, store):
+    names = ["CERN-PROD_GRID", "ANALY_BNL.SHORT", "UKI-SCOTGRID-GLASGOW_CEPH", "9LIVES", "a" * 64]
+    cli("sites", "import", "-", db=store, input=json.dumps({"nuclei": [{"name": "N-1.a", "cloud": "DE"}],
+                                                             "storage_endpoints": [{"name": "E_" + "x" * 126, "nucleus": "N-1.a"}],
+                                                             "sites": [{"name": name, "cloud": "US"} for name in names]}))
+    assert sorted(site["name"] for site in cli.json("sites", "list", db=store)) == sorted(names)
 
 
 @pytest.mark.parametrize("name", ["a\x00b", "a\x1bb", "\ud800"])
@@ -278,13 +290,13 @@ def test_site_names_with_control_characters_are_refused(cli, store, name):
 def test_the_tables_survive_every_hostile_input(cli, store):
     """After all of the above on one store, every table is still there and readable."""
     for text in ("x'; DROP TABLE tasks; --", "'; DELETE FROM sites; --"):
-        cli("sites", "import", "-", db=store, input=json.dumps({"sites": [{"name": text, "cloud": text}]}))
+        cli("sites", "import", "-", db=store, input=json.dumps({"sites": [{"name": text, "cloud": text}]}), code=2)
+        cli("sites", "import", "-", db=store, input=json.dumps({"sites": [{"name": "S1", "attributes": {"note": text}}]}))
         cli("task", "list", "--user", text, db=store)
         cli("data", "list", text, db=store)
     counts = row_counts(store)  # every table is still there to be counted
-    assert counts["sites"] == 2 and counts["tasks"] == 0
-    assert run_sql(store, lambda conn: conn.exec_driver_sql("SELECT name FROM sites ORDER BY name").scalars().all()) == [
-        "'; DELETE FROM sites; --", "x'; DROP TABLE tasks; --"]
+    assert counts["sites"] == 1 and counts["tasks"] == 0
+    assert run_sql(store, lambda conn: conn.exec_driver_sql("SELECT name FROM sites ORDER BY name").scalars().all()) == ["S1"]
 
 
 # -------------------------------------------------------------------------------------------- passwords

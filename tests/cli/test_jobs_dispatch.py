@@ -258,3 +258,31 @@ def test_every_payload_key_is_documented():
 
     text = (ROOT / "docs" / "executor-protocol.md").read_text()
     assert [key for key in PAYLOAD_KEYS + INPUT_KEYS + OUTPUT_KEYS if f"| `{key}` |" not in text] == []
+
+
+def test_a_resource_type_no_job_can_have_is_refused(cli, store, tmp_path):
+    """An executor asking for a type the settings do not define would get no work, forever."""
+    from tests.helpers import refused
+
+    _ten_jobs(cli, store, tmp_path)
+    line = refused(cli, store, "jobs", "dispatch", "--site", SITE, "--resource-type", "NOPE")
+    assert line == ("jedictl: error: --resource-type: 'NOPE' is not a resource type "
+                    "(allowed: SCORE, MCORE, SCORE_HIMEM, MCORE_HIMEM)")
+    assert refused(cli, store, "jobs", "dispatch", "--site", SITE, "--resource-type", "score").endswith("did you mean 'SCORE'?)")
+    assert len(_dispatch(cli, store, "--resource-type", "SCORE")) == 1
+    # The allowed types are the settings' own.
+    config = tmp_path / "types.yaml"
+    config.write_text("resource_types:\n  - {name: GPU, min_core: 1}\n")
+    assert "(allowed: GPU)" in refused(cli, store, "--config", str(config), "jobs", "dispatch", "--site", SITE, "--resource-type", "SCORE")
+    assert _dispatch(cli, store, "--config", str(config), "--resource-type", "GPU") == []
+
+
+def test_the_executor_name_is_stored_escaped(cli, store, tmp_path):
+    from tests.helpers import refused
+
+    _ten_jobs(cli, store, tmp_path)
+    taken = _dispatch(cli, store, "--executor", "node1\x1b]0;owned\x07")
+    assert run_sql(store, lambda conn: conn.execute(select(jobs.c.executor).where(jobs.c.id == taken[0])).scalar_one()) == \
+        "node1\\x1b]0;owned\\x07"
+    assert refused(cli, store, "jobs", "dispatch", "--site", SITE, "--executor", "n" * 129) == \
+        "jedictl: error: --executor: must be at most 128 characters"

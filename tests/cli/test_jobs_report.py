@@ -10,7 +10,7 @@ from sqlalchemy import select, update
 from jedictl.store.invariants import check_all
 from jedictl.store.schema import catalog_datasets, catalog_file_replicas, catalog_files, datasets, files, job_retry_history, jobs, tasks
 from tests.cli.test_generate import WORKED_EXAMPLE, _grid
-from tests.helpers import row_counts, run_sql
+from tests.helpers import row_counts, run_sql, store_dump
 
 TASK = {**WORKED_EXAMPLE, "taskName": "report.tests", "skipScout": True, "maxAttempt": 3}
 
@@ -142,7 +142,7 @@ def test_duplicate_out_of_order_and_unknown_reports_count_nothing_twice(cli, sto
     lines = [
         _finished(first),  # duplicate
         _failed(second),  # duplicate
-        _failed(first),  # already finished: refused
+        _failed(first),  # already finished: a conflict
         {**_finished(dispatched[2]), "attempt_nr": 7},  # wrong attempt
         {"job_id": 99999, "status": "finished"},  # unknown
     ]
@@ -151,7 +151,7 @@ def test_duplicate_out_of_order_and_unknown_reports_count_nothing_twice(cli, sto
     result = _report(cli, store, *lines, code=1, raw="{broken\n")
     outcomes = [(item["outcome"], item["reason"]) for item in result["items"]]
     assert outcomes[0][0] == outcomes[1][0] == "duplicate"
-    assert outcomes[2] == ("refused", f"job {first['job_id']} is already finished")
+    assert outcomes[2] == ("conflict", f"conflict: job {first['job_id']} is already finished; this report says failed")
     assert "attempt mismatch" in outcomes[3][1] and outcomes[4] == ("refused", "unknown job 99999")
     if undispatched:
         assert "out of order" in outcomes[5][1]
@@ -191,7 +191,7 @@ def test_pilot_field_names_are_accepted(cli, store, tmp_path):
     _task(cli, store, tmp_path)
     job = _dispatch_all(cli, store)[0]
     line = {"PandaID": job["job_id"], "jobStatus": "failed", "attemptNr": job["attempt_nr"], "pilotErrorCode": 1099,
-            "pilotErrorDiag": "stage-in", "maxPSS": 123456, "startTime": "2026-11-21T10:00:00Z", "endTime": 1795000000}
+            "pilotErrorDiag": "stage-in", "maxPSS": 123456, "startTime": "2026-11-21T10:00:00Z", "endTime": 1795300000}
     assert _report(cli, store, line)["counts"]["applied"] == 1
     row = run_sql(store, lambda conn: conn.execute(select(jobs).where(jobs.c.id == job["job_id"])).one())
     assert (row.error_source, row.error_code, row.error_diag, row.max_pss) == ("pilot", 1099, "stage-in", 123456)
@@ -407,3 +407,111 @@ def test_a_single_report_that_loses_the_registration_race_fails_its_job(cli, sto
     assert [(i["status"], i["reason"].split(":")[0]) for i in result["items"]] == [("failed", f"output {min(o['lfn'] for o in one['outputs'])} is already registered by another job")]
     assert cli.json("jobs", "show", str(two["job_id"]), db=store)["status"] == "failed"
     _consistent(store)
+
+
+# ------------------------------------------------------------------- reports that cannot be right
+
+def _job_row(store, job_id: int) -> dict:
+    return run_sql(store, lambda conn: dict(conn.execute(select(jobs).where(jobs.c.id == job_id)).one()._mapping))
+
+
+def test_reports_that_cannot_be_right_are_refused_and_the_others_apply(cli, store, tmp_path):
+    """Each bad line is refused naming its field -- its job keeps its status -- and the good lines of the
+    same input apply: an executor's batch is never lost to one bad report."""
+    _task(cli, store, tmp_path)
+    jobs_out = _dispatch_all(cli, store)
+    early, badsum, foreign, good = jobs_out[:4]
+    bad_checksum = _finished(badsum)
+    bad_checksum["outputs"][0]["checksum"] = "ad:123"
+    lines = [
+        _finished(early, started_at="2026-11-21T10:00:00Z", ended_at="2026-11-21T09:59:59Z"),
+        bad_checksum,
+        {**_finished(foreign), "outputs": _finished(foreign)["outputs"] + [{"lfn": "../../../etc/shadow", "size": 1}]},
+        _finished(good),
+    ]
+    result = _report(cli, store, *lines, code=1)
+    items = [(item["outcome"], item["reason"]) for item in result["items"]]
+    assert items[0] == ("refused", "line 1.ended_at: 2026-11-21T09:59:59Z is before started_at (2026-11-21T10:00:00Z)")
+    assert items[1] == ("refused", "line 2.outputs[0].checksum: must be ad: and 8 hex digits (adler32) or md5: and 32 hex digits, "
+                                   "e.g. ad:0a1b2c3d")
+    assert items[2] == ("refused", f"outputs[{len(foreign['outputs'])}].lfn: '../../../etc/shadow' is not an output of job {foreign['job_id']}")
+    assert items[3][0] == "applied"
+    assert [_job_row(store, j["job_id"])["status"] for j in (early, badsum, foreign, good)] == ["sent", "sent", "sent", "finished"]
+    twice = json.dumps(_finished(early))[:-1] + ', "status": "failed"}'
+    assert _report(cli, store, raw=twice + "\n", code=1)["items"][0]["reason"] == "duplicate key 'status' in an object"
+    assert not run_sql(store, lambda conn: conn.execute(select(catalog_files).where(catalog_files.c.lfn.like("%shadow%"))).all())
+    _consistent(store)
+    # Checksums are kept as the catalog writes them: lower-case hex.
+    fixed = _finished(badsum)
+    fixed["outputs"][0]["checksum"] = "ad:0A1B2C3D"
+    fixed["outputs"][1]["checksum"] = "md5:" + "AB" * 16
+    assert _report(cli, store, fixed)["applied"] == 1
+    checksums = run_sql(store, lambda conn: sorted(conn.execute(select(catalog_files.c.checksum).where(
+        catalog_files.c.lfn.in_([o["lfn"] for o in badsum["outputs"]]))).scalars()))
+    assert checksums == ["ad:0a1b2c3d", "md5:" + "ab" * 16]
+
+
+def test_an_error_diag_over_the_limit_is_cut_not_refused(cli, store, tmp_path):
+    """Refusing it left the job `sent` until its timeout; PanDA cuts the diag and keeps the report."""
+    _task(cli, store, tmp_path)
+    job = _dispatch_all(cli, store)[0]
+    diag = "\x1b[31mboom\x1b[0m\n" + "x" * 5000
+    assert _report(cli, store, _failed(job, diag=diag))["applied"] == 1
+    row = _job_row(store, job["job_id"])
+    assert row["status"] == "failed" and len(row["error_diag"]) == 4000 and row["error_diag"].endswith("…")
+    assert row["error_diag"].startswith("\\x1b[31mboom\\x1b[0m\nxxx")  # escapes stored, never the raw ESC
+    _consistent(store)
+
+
+def test_a_second_different_report_of_a_final_job_is_a_conflict(cli, store, tmp_path):
+    _task(cli, store, tmp_path)
+    first, second, killed = _dispatch_all(cli, store)[:3]
+    ended = _finished(first, started_at="2026-11-21T10:00:00Z", ended_at="2026-11-21T11:00:00Z")
+    _report(cli, store, ended, _failed(second))
+    cli("jobs", "heartbeat", str(killed["job_id"]), db=store)
+    cli("jobs", "kill", str(killed["job_id"]), db=store)
+    _report(cli, store, _failed(killed, code=1144, diag="killed"))  # told to stop: ends cancelled
+    snapshot = store_dump(store)
+    # The same reports again: duplicates, nothing to do, exit 0.
+    again = _report(cli, store, ended, _failed(second), _failed(killed, code=1144, diag="killed"))
+    assert [i["outcome"] for i in again["items"]] == ["duplicate"] * 3 and again.get("conflict", 0) == 0
+    # Different ones: conflicts, each with what differs, exit 1 and a count.
+    other_output = _finished(first)
+    other_output["outputs"][0]["checksum"] = "ad:ffffffff"
+    lines = [{**ended, "wall_time": 120}, other_output, _failed(second, code=1212, diag="Payload exceeded memory limit"),
+             _finished(second), _failed(first)]
+    result = _report(cli, store, *lines, code=1)
+    items = [(i["outcome"], i["status"], i["reason"]) for i in result["items"]]
+    assert result["conflict"] == 5 and [i[0] for i in items] == ["conflict"] * 5 and [i[1] for i in items] == ["finished", "finished",
+                                                                                                            "failed", "failed", "finished"]
+    job = first["job_id"]
+    assert items[0][2] == f"conflict: job {job} is already finished by another report (wall_time 100, not 120)"
+    assert items[1][2] == (f"conflict: job {job} is already finished by another report "
+                           f"({first['outputs'][0]['lfn']} checksum 'ad:00000000', not 'ad:ffffffff')")
+    assert items[2][2] == (f"conflict: job {second['job_id']} is already failed by another report "
+                           "(error_code 1099, not 1212; error_diag 'Failed to stage-in file', not 'Payload exceeded memory limit')")
+    assert items[3][2] == f"conflict: job {second['job_id']} is already failed; this report says finished"
+    assert items[4][2] == f"conflict: job {job} is already finished; this report says failed"
+    assert store_dump(store) == snapshot
+    table = cli("jobs", "report", "-", db=store, input=json.dumps(lines[0]) + "\n", code=1)
+    assert "conflict" in table.stdout + table.stderr
+
+
+def test_a_job_the_adder_failed_takes_the_same_report_again_as_a_duplicate(cli, store, tmp_path):
+    """A finished report without an output fails its job (ddm 200): sent again, it is the same report."""
+    _task(cli, store, tmp_path)
+    job = _dispatch_all(cli, store)[0]
+    short = {**_finished(job), "outputs": _finished(job)["outputs"][:1]}
+    assert _report(cli, store, short)["items"][0]["status"] == "failed"
+    assert _report(cli, store, short)["items"][0]["outcome"] == "duplicate"
+    assert _report(cli, store, {**short, "n_events": 1}, code=1)["items"][0]["outcome"] == "conflict"
+
+
+def test_output_sizes_that_add_up_past_a_bigint_are_refused(cli, store, tmp_path):
+    """Each size fits, their sum (the job's output_bytes) did not: an internal error, found by the fuzz suite."""
+    _task(cli, store, tmp_path)
+    job = _dispatch_all(cli, store)[0]
+    line = _finished(job)
+    line["outputs"][0]["size"] = 2**63 - 1
+    result = _report(cli, store, line, code=1)
+    assert result["items"][0]["reason"] == "line 1.outputs: sizes add up to more than 9223372036854775807 bytes"

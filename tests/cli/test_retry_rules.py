@@ -183,3 +183,13 @@ def test_match_with_the_example_file(cli, store):
     assert cli.json("retry-rules", "match", "--source", "jobdispatcher", "--code", "100", db=store)["rule"]["parameters"] == {"maxAttempt": 3}
     assert cli.json("retry-rules", "match", "--source", "pilot", "--code", "1328", "--label", "managed", db=store)["rule"]["id"] == 6
     assert cli("retry-rules", "match", "--source", "pilot", "--code", "1328", db=store).stdout == "no rule matches\n"
+
+
+def test_list_refuses_an_unknown_action(cli, store):
+    from tests.helpers import refused
+
+    cli("retry-rules", "import", str(ROOT / "examples" / "retry-rules.yaml"), db=store)
+    assert refused(cli, store, "retry-rules", "list", "--action", "bogus") == (
+        "jedictl: error: --action: 'bogus' is not a retry action "
+        "(allowed: no_retry, limit_retry, increase_memory, increase_cputime, reduce_input_per_job)")
+    assert refused(cli, store, "retry-rules", "list", "--action", "no-retry").endswith("did you mean 'no_retry'?)")

@@ -41,7 +41,7 @@ def test_list_show_set_status(cli, store):
     assert [n["name"] for n in cli.json("sites", "nuclei", db=store)] == ["BNL-ATLAS", "CERN-PROD"]
     assert len(cli.json("sites", "endpoints", db=store)) == 7
     assert cli("sites", "set-status", "MWT2", "busy", db=store, code=2).stderr.strip() == (
-        "jedictl: error: STATUS: must be one of online, brokeroff, offline, test")
+        "jedictl: error: STATUS: 'busy' is not a site status (allowed: online, brokeroff, offline, test)")
     assert cli("sites", "show", "NOWHERE", db=store, code=2).stderr.strip() == "jedictl: error: site NOWHERE does not exist"
 
 
@@ -75,3 +75,21 @@ def test_bad_files_are_refused_whole(cli, store, tmp_path):
     bad_yaml.write_text("sites:\n  - name: X\n   status: online\n")
     assert "bad.yaml: line 3 column" in cli("sites", "import", str(bad_yaml), db=store, code=2).stderr
     assert row_counts(store) == before
+
+
+def test_list_refuses_an_unknown_status(cli, store):
+    from tests.helpers import refused
+
+    assert refused(cli, store, "sites", "list", "--status", "bogus") == \
+        "jedictl: error: --status: 'bogus' is not a site status (allowed: online, brokeroff, offline, test)"
+    assert refused(cli, store, "sites", "list", "--status", "Online").endswith("did you mean 'online'?)")
+
+
+def test_a_section_given_twice_is_refused(cli, store):
+    """YAML keeps the last of two equal keys: the first `nuclei:` list was dropped without a word."""
+    from tests.helpers import refused
+
+    text = ("nuclei:\n  - {name: N1}\nsites:\n  - {name: S1, nucleus: N1}\n"
+            "nuclei:\n  - {name: N2}\n")
+    assert refused(cli, store, "sites", "import", "-", input=text) == \
+        "jedictl: error: stdin: line 5 column 1: found duplicate key 'nuclei' (first at line 1) (invalid YAML)"

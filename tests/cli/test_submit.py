@@ -180,6 +180,8 @@ BAD_INPUTS = [
     ("merge-option-without-merge", SPEC + "merge: {}\n", "merge.command: is required"),
     ("unknown-parent", SPEC + "parent: 99\n", "parent: parent task 99 does not exist"),
     ("goal-over-100", SPEC + "completion: {goal: 150}\n", "completion.goal: must be at most 100"),
+    ("key-twice-yaml", SPEC + "name: other.task\n", "stdin: line 6 column 1: found duplicate key 'name' (first at line 2)"),
+    ("key-twice-json", _prun()[:-1] + ', "nFilesPerJob": 7}', "stdin: duplicate key 'nFilesPerJob' in an object (invalid JSON)"),
 ]
 
 
@@ -267,3 +269,19 @@ def test_two_submissions_of_one_output_dataset_at_once_accept_one(store_url, tmp
         outcomes.append((worker.returncode, err))
     assert sorted(code for code, _ in outcomes) == [0, 2], outcomes
     assert any("output dataset ds.out belongs to task" in err for _, err in outcomes), outcomes
+
+
+def test_a_misspelt_panda_key_is_named_with_the_key_it_means(cli, store):
+    """PanDA's format keeps keys it does not know: a typo is no error, but it must not go unnoticed."""
+    document = json.loads(open(PRUN_FILES).read())
+    document["nFilesPerjob"] = 2
+    document["jobParameters"][1]["datset"] = "x"
+    document["nJumboJobs"] = 3  # like no known key: a newer PanDA's, kept without a word
+    result = cli("submit", "-", db=store, input=json.dumps(document))
+    assert result.stderr.splitlines() == [
+        "jedictl: warning: nFilesPerjob: not a task parameter jedictl knows (kept, not used); did you mean nFilesPerJob?",
+        "jedictl: warning: jobParameters[1].datset: not a task parameter jedictl knows (kept, not used); did you mean jobParameters[1].dataset?",
+    ]
+    assert json.loads(cli("task", "list", "-o", "json", db=store).stdout)[0]["status"] == "registered"  # submitted all the same
+    assert cli.json("task", "show", "1", db=store)["unknown_keys"] == ["nFilesPerjob", "nJumboJobs", "jobParameters[1].datset"]
+    assert cli("submit", "-", "--dry-run", db=store, input=json.dumps({**document, "taskName": "t2"})).stderr.count("warning") == 2

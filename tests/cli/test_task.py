@@ -85,3 +85,14 @@ def test_show_at_80_columns_has_a_readable_dataset_table_and_key_value_blobs(cli
     assert all(len(row.split()[1]) >= 20 for row in rows)  # names are read, not 2-character stubs
     every = cli("task", "show", "1", "--wide", db=store).stdout
     assert "n_files_on_hold" in every and "n_files_on_hold" not in cli("task", "show", "1", db=store).stdout
+
+
+def test_list_refuses_a_status_that_does_not_exist(cli, store):
+    """A typo would match nothing and look like "no such tasks": refused with the allowed statuses."""
+    from tests.helpers import refused
+
+    line = refused(cli, store, "task", "list", "--status", "running", "--status", "runing")
+    assert line.startswith("jedictl: error: --status: 'runing' is not a task status (allowed: registered, defined, ")
+    assert line.endswith("; did you mean 'running'?)")
+    assert "toabort" in line  # every status a task can hold is allowed
+    assert cli.json("task", "list", "--status", "toabort", db=store) == []

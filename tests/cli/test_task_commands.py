@@ -277,11 +277,33 @@ def test_incexec_refuses_parameters_that_shaped_the_records(cli, store, tmp_path
     refused = cli("task", "incexec", str(task_id), "-", db=store, input="nEventsPerJob: 10\n", code=2)
     assert refused.stderr.strip().startswith("jedictl: error: nEventsPerJob: cannot be changed by incexec")
     assert cli("task", "incexec", str(task_id), "-", db=store, input="colour: red\n", code=2).stderr.strip() == (
-        "jedictl: error: colour: unknown task parameter")
+        "jedictl: error: colour: unknown task parameter; did you mean cloud?")
     assert cli("task", "incexec", str(task_id), "-", db=store, input="nGBPerJob: 5\n", code=2).stderr.strip() == (
         "jedictl: error: n_files_per_job: cannot be combined with nGBPerJob")
     assert row_counts(store) == counts
     assert _task_row(store, task_id)["status"] == "finished"
+
+
+def test_incexec_refuses_a_place_the_catalog_does_not_know(cli, store, tmp_path):
+    """Like reassign: a site, cloud or excluded site nobody knows would leave the task with nowhere to
+    run, or exclude nothing, and nobody told."""
+    from tests.helpers import refused
+
+    task_id = _task(cli, store, tmp_path)
+    _set_final(store, task_id, "finished")
+    for changes, message in (
+            ("site: NOWHERE\n", "site: unknown site 'NOWHERE'"),
+            ("site: cern-prod_grid\n", "site: unknown site 'cern-prod_grid'; did you mean 'CERN-PROD_GRID'?"),
+            ("cloud: MARS\n", "cloud: unknown cloud 'MARS'"),
+            ("excludedSite: [CERN-PROD_GRID, CERN-PROD_GIRD]\n", "excludedSite[1]: unknown site 'CERN-PROD_GIRD'; did you mean 'CERN-PROD_GRID'?"),
+            ("excludedSite: 'BNL_PROD,NOPE*'\n", "excludedSite[1]: 'NOPE*' matches no site"),
+            ("includedSite: [ATLANTIS]\n", "includedSite[0]: unknown site 'ATLANTIS'"),
+            ("excluded_sites: [NOWHERE]\n", "excluded_sites[0]: unknown site 'NOWHERE'")):
+        assert refused(cli, store, "task", "incexec", str(task_id), "-", input=changes) == f"jedictl: error: {message}", changes
+    assert _task_row(store, task_id)["status"] == "finished"
+    result = cli.json("task", "incexec", str(task_id), "-", db=store, input="cloud: US\nexcludedSite: ['CERN-*']\nsite: null\n")
+    assert result["status"] == "defined"
+    assert (_task_row(store, task_id)["cloud"], cli.json("task", "show", str(task_id), db=store)["options"]["excluded_sites"]) == ("US", ["CERN-*"])
 
 
 # --------------------------------------------------------------------------------------- reassign
@@ -413,3 +435,25 @@ def test_commands_are_recorded_with_their_comment(cli, store, tmp_path):
     assert (row["command"], row["comment"], row["status"], row["requested_at"].isoformat()) == ("pause", "site downtime", "done", NOW)
     assert row["requested_by"] and row["outcome"].startswith("no new jobs")
     assert _task_row(store, task_id)["error_dialog"] == "site downtime"
+
+
+def test_free_text_is_stored_escaped_and_never_echoed_raw(cli, store, tmp_path):
+    """A comment or a name with terminal escapes (clear the screen, retitle the window, reorder text)
+    is kept with them written out, so `task show` or a log never drives the terminal it is printed on."""
+    from tests.helpers import refused
+
+    task_id = _task(cli, store, tmp_path)
+    comment = "downtime\x1b[2J\x1b]0;owned\x07\nsecond line\u202egnp.exe"
+    result = cli("task", "pause", str(task_id), "--comment", comment, "--user", "eve\x1b[31m", "--now", NOW, db=store)
+    assert "\x1b" not in result.stdout + result.stderr
+    row = run_sql(store, lambda conn: dict(conn.execute(select(task_commands)).one()._mapping))
+    stored = "downtime\\x1b[2J\\x1b]0;owned\\x07\\nsecond line\\u202egnp.exe"
+    assert (row["comment"], row["requested_by"]) == (stored, "eve\\x1b[31m")
+    assert _task_row(store, task_id)["error_dialog"] == stored
+    for output in ("table", "json", "yaml", "tsv"):
+        shown = cli("task", "show", str(task_id), "-o", output, db=store).stdout
+        assert "\x1b" not in shown and "\u202e" not in shown and "\x07" not in shown, output
+    assert refused(cli, store, "task", "resume", str(task_id), "--comment", "x" * 4001) == \
+        "jedictl: error: --comment: must be at most 4000 characters"
+    assert refused(cli, store, "task", "resume", str(task_id), "--user", "u" * 129) == \
+        "jedictl: error: --user: must be at most 128 characters"

@@ -265,14 +265,34 @@ def serialise(draw: st.DrawFn, document: Any) -> str:
     return yaml.safe_dump(document, allow_unicode=draw(st.booleans()), default_flow_style=draw(st.sampled_from([None, False, True])))
 
 
+def with_a_key_twice(text: str) -> str:
+    """The text of a document whose first key is given a second time (YAML and JSON readers would keep
+    the second silently; jedictl must refuse the document). Text without a first key comes back as it is."""
+    stripped = text.lstrip()
+    if stripped.startswith("{"):
+        try:
+            first = next(iter(json.loads(stripped)), None)
+        except (ValueError, TypeError):
+            first = None
+        if isinstance(first, str):
+            return "{" + json.dumps(first) + ": null, " + stripped[1:]
+        return text
+    line = text.split("\n", 1)[0]
+    if ":" in line and not line.startswith((" ", "-", "#")):
+        return text.rstrip("\n") + "\n" + line.split(":", 1)[0] + ": null\n"
+    return text
+
+
 @st.composite
 def corrupted_text(draw: st.DrawFn, documents: st.SearchStrategy[Any]) -> str:
     """The text of a valid document with bytes cut, inserted or swapped: syntax errors, mostly."""
     text = serialise(draw, draw(documents))
     position = draw(st.integers(0, len(text)))
-    action = draw(st.sampled_from(["truncate", "insert", "delete"]))
+    action = draw(st.sampled_from(["truncate", "insert", "delete", "repeat"]))
     if action == "truncate":
         return text[:position]
+    if action == "repeat":
+        return with_a_key_twice(text)
     if action == "insert":
         return text[:position] + draw(st.sampled_from(['"', "{", "[", ":", "\n  - ", "\t", "\\u", "\\ud800", "&a", "*a", "!!python/object:os.system", "\x00"])) + text[position:]
     return text[:position] + text[position + draw(st.integers(1, 20)):]

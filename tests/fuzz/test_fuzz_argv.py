@@ -39,11 +39,14 @@ COMMANDS = list(_leaves(typer.main.get_command(app)))
 FILES = [str(EXAMPLES / "prun_files.json"), str(ROOT / "examples" / "sites.yaml"), str(ROOT / "examples" / "data.yaml"),
          str(ROOT / "examples" / "queue-shares.yaml"), str(ROOT / "examples" / "retry-rules.yaml"), "-", "/dev/null", "no-such-file.yaml", "."]
 NAMES = ["1", "2", "3", "1.1", "2.3", "0", "-1", "99999", "CERN-PROD_GRID", "MWT2", "CERN-PROD", "ds.in", "f.001.root", "managed",
-         "evgensimul", "Production", "pilot", "1212", "running", "finished", "failed", "online", "offline", "*", "%", "ds.%", "user"]
+         "evgensimul", "Production", "pilot", "1212", "running", "finished", "failed", "online", "offline", "*", "%", "ds.%", "user",
+         # issue 17: typos of fixed values, LIKE wildcards, names with path or SQL syntax
+         "runing", "activ", "bogus", "NOPE", "SCORE", "score", "no_retry", "container", "open", "d_cs", "_", "../../etc",
+         "X; DROP TABLE sites", "/tmp"]
 INTEGERS = ["0", "1", "2", "-1", "7", "100", "2147483648", "9223372036854775808", "99999999999999999999999", "1.5", "abc", "", "nan"]
 FLOATS = ["0", "0.5", "1", "-1", "1e400", "nan", "inf", "-inf", "abc", ""]
 TIMES = ["2026-01-01T00:00:00", "2026-01-01T00:00:00Z", "2026-13-45", "0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00",
-         "0001-01-01", "9999-12-31", "now", ""]
+         "0001-01-01", "9999-12-31", "now", "", "yesterday"]
 text = st.one_of(st.sampled_from(NAMES + FILES), free_text(30), st.sampled_from(HOSTILE))
 
 

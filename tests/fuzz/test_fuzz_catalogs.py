@@ -20,13 +20,14 @@ OPEN_DATASET = "data24_13p6TeV.periodAllYear.physics_Main.PhysCont.DAOD_PHYS.grp
 CLOSED_DATASET = "ds.in"
 
 count = st.none() | st.integers(0, 2**31 - 1)
-site_names = st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=64).filter(lambda s: s.strip()) | free_text(64).filter(bool)
+#: What a nucleus, endpoint, site or cloud may be called (fields.CATALOG_NAME_RE); anything else is refused.
+site_names = st.from_regex(r"\A[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}\Z")
 
 
 @st.composite
 def resource_catalogs(draw: st.DrawFn) -> dict:
     """A valid sites file: every reference resolves to the file or to the seeded catalog."""
-    nuclei = [{"name": name, "status": draw(st.sampled_from(["active", "inactive"])), "cloud": draw(st.none() | free_text(64))}
+    nuclei = [{"name": name, "status": draw(st.sampled_from(["active", "inactive"])), "cloud": draw(st.none() | site_names)}
               for name in draw(st.lists(site_names, max_size=2, unique=True))]
     nucleus_names = KNOWN_NUCLEI + [n["name"] for n in nuclei]
     endpoints = [{"name": name, "kind": draw(st.sampled_from(["disk", "tape"])), "nucleus": draw(st.none() | st.sampled_from(nucleus_names)),

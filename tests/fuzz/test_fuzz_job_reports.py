@@ -38,7 +38,10 @@ def report_line(draw: st.DrawFn, jobs: list[dict]) -> str:
         return draw(st.one_of(any_text.map(lambda t: t.replace("\n", " ")), json_values.map(json.dumps), st.just("[" * 3000)))
     line = _plausible(draw(st.sampled_from(jobs)), draw(st.sampled_from(["finished", "failed"])))
     for _ in range(draw(st.integers(0, 3))):
-        action = draw(st.sampled_from(["edge", "edge", "value", "drop", "pilot", "output"]))
+        action = draw(st.sampled_from(["edge", "edge", "value", "drop", "pilot", "output", "cannot-be-right"]))
+        if action == "cannot-be-right":  # issue 17: what an executor must not get away with
+            _cannot_be_right(draw, line)
+            continue
         key = draw(st.sampled_from(sorted(line) + list(METRICS) + ["job_id", "status", "attempt_nr", "colour"]))
         if action == "edge":
             line[key] = draw(edge_values)
@@ -53,6 +56,23 @@ def report_line(draw: st.DrawFn, jobs: list[dict]) -> str:
             if isinstance(output, dict):
                     output[draw(st.sampled_from(["lfn", "size", "checksum", "guid", "n_events", "no_output", "colour"]))] = draw(edge_values)
     return json.dumps(line)
+
+
+#: Checksums that are not ad:+8 or md5:+32 hex digits, output names no job was told to write.
+BAD_CHECKSUMS = ("ad:123", "ad:0a1b2c3d4", "md5:00ff", "AD:0A1B2C3D", "ad:0a1b2c3g", "adler32:0a1b2c3d", "0a1b2c3d", "ad:", "x'; --")
+FOREIGN_LFNS = ("../../../etc/shadow", "/etc/passwd", "other.root", "")
+
+
+def _cannot_be_right(draw: st.DrawFn, line: dict) -> None:
+    edit = draw(st.sampled_from(["checksum", "times", "foreign", "diag"]))
+    if edit == "checksum" and line.get("outputs"):
+        line["outputs"][0]["checksum"] = draw(st.sampled_from(BAD_CHECKSUMS))
+    elif edit == "times":
+        line["started_at"], line["ended_at"] = "2026-01-02T00:00:00Z", draw(st.sampled_from(["2026-01-01T23:59:59Z", 1767225599]))
+    elif edit == "foreign":
+        line.setdefault("outputs", []).append({"lfn": draw(st.sampled_from(FOREIGN_LFNS)), "size": 1})
+    else:  # over the limit and with terminal escapes: cut and escaped, never a refusal
+        line["error_diag"] = draw(st.sampled_from(["\x1b[2J", "\x07", "\u202e", "x"])) * draw(st.sampled_from([1, 4001, 10_000]))
 
 
 @fuzz(50)
@@ -72,8 +92,15 @@ def test_job_reports_never_crash_and_keep_the_store_consistent(stores, data):
             items = json.loads(outcome.stdout)["items"]
             # One item per line; stdin and files are read with universal newlines, so a \r ends a line too.
             assert len(items) == sum(1 for line in re.split(r"\r\n|\r|\n", text) if line.strip()), outcome
-            if all(item["outcome"] in ("refused", "duplicate") for item in items):
+            if all(item["outcome"] in ("refused", "duplicate", "conflict") for item in items):
                 assert changed == [], f"every line refused, but {changed} changed\n{outcome}"
+            # A job ends by one report: every other final report of it is a duplicate or a conflict.
+            applied = [item["job_id"] for item in items if item["outcome"] == "applied"]
+            assert len(applied) == len(set(applied)), outcome
+            assert (outcome.exit_code == 1) == any(item["outcome"] in ("refused", "conflict") for item in items), outcome
+            stored = {row[0]: row for row in dump(url)["jobs"]}
+            assert not any(isinstance(value, str) and re.search("[\x00-\x08\x0b-\x1f\x7f]", value)
+                           for row in stored.values() for value in row), "a report stored a raw control character"
         # The agents then take what the reports left: scouts measured, retries generated, tasks finished.
         assert_no_crash(invoke(["run", "--seed", "1", "--db", url]), codes=(0, 1))
         assert_no_crash(invoke(["check", "--db", url]), codes=(0,))

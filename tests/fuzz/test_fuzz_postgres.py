@@ -14,10 +14,11 @@ from hypothesis import strategies as st
 from tests.conftest import ROOT
 from tests.fuzz.conftest import DS_IN, SEED_TASK
 from tests.fuzz.strategies import broken_documents, serialise, task_specs
-from tests.fuzz.support import assert_no_crash, assert_one_error_line, changed_tables, dump, fuzz, invoke
+from tests.fuzz.support import assert_no_crash, assert_one_error_line, assert_refused, changed_tables, dump, fuzz, invoke
 from tests.fuzz.test_fuzz_catalogs import SITES_EXAMPLE, resource_catalogs
 from tests.fuzz.test_fuzz_errors import GLOBAL_OPTIONS, REFERENCE_COMMANDS, REFERENCES
 from tests.fuzz.test_fuzz_job_reports import report_line
+from tests.fuzz.test_fuzz_refusals import CONFIG_TEXT, FIXED_VALUES, ISSUE_INPUTS, typos
 from tests.fuzz.test_fuzz_task_specs import KNOWN_DOCUMENTS
 
 pytestmark = pytest.mark.postgres
@@ -90,6 +91,37 @@ def test_job_reports_on_postgres(dispatched_pg, data):
     assert_no_crash(invoke(["jobs", "report", "-", "--db", url], input="\n".join(lines) + "\n"), codes=(0, 1, 2))
     assert_no_crash(invoke(["run", "--seed", "1", "--db", url]), codes=(0, 1))
     assert_no_crash(invoke(["check", "--db", url]), codes=(0,))
+
+
+def test_every_input_of_the_trial_is_refused_on_postgres(seeded_pg, tmp_path):
+    """The inputs of tests/fuzz/test_fuzz_refusals.py, one after the other on one PostgreSQL store."""
+    assert invoke(["task", "kill", "1", "--db", seeded_pg]).exit_code == 0  # what the incexec inputs need
+    for _, argv, stdin in ISSUE_INPUTS:
+        before = dump(seeded_pg)
+        for index, part in enumerate(argv):
+            if part.startswith("{config}"):
+                config = tmp_path / "config.yaml"
+                config.write_text(CONFIG_TEXT[part[len("{config}"):]])
+                argv = [*argv[:index], str(config), *argv[index + 1:]]
+        outcome = invoke([*argv, *([] if "--db" in argv else ["--db", seeded_pg])], input=stdin)
+        assert_refused(outcome)
+        assert changed_tables(before, dump(seeded_pg)) == [], outcome
+
+
+@fuzz(10)
+@given(data=st.data())
+def test_fixed_values_and_like_patterns_on_postgres(seeded_pg, data):
+    template, allowed = data.draw(st.sampled_from(FIXED_VALUES))
+    value = data.draw(typos(allowed))
+    before = dump(seeded_pg)
+    outcome = invoke([*(value if part == "{}" else part for part in template), "--db", seeded_pg])
+    assert_no_crash(outcome)
+    if value not in allowed:
+        assert_refused(outcome)
+        assert changed_tables(before, dump(seeded_pg)) == []
+    pattern = data.draw(st.sampled_from(["%", "_", "d_cs", "ds%", "%in", "ds.in", "ds.i*", "DS.IN"]))
+    listed = json.loads(invoke(["data", "list", pattern, "-o", "json", "--db", seeded_pg]).stdout)
+    assert [d["name"] for d in listed] == (["ds.in"] if pattern in ("ds.in", "ds.i*") else [])
 
 
 @fuzz(20)

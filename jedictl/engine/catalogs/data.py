@@ -13,6 +13,7 @@ from typing import Any, Iterator, Mapping, Protocol, Sequence
 from jedictl.engine.input import fields
 from jedictl.engine.task.definition import check_name
 from jedictl.errors import BadInput
+from jedictl.model.choices import CATALOG_STATES
 from jedictl.model.catalog import (  # noqa: F401 (file_as_dict: re-exported)
     CatalogDataset,
     CatalogFile,
@@ -23,7 +24,7 @@ from jedictl.model.catalog import (  # noqa: F401 (file_as_dict: re-exported)
     file_as_dict,
 )
 
-STATES = ("open", "closed")
+STATES = CATALOG_STATES
 
 
 class DataCatalog(Protocol):

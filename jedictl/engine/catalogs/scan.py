@@ -24,10 +24,11 @@ from jedictl.engine.storage.paths import endpoint_root, relative_path, replica_s
 from jedictl.engine.storage.transfer import StorageError, check_root, place
 from jedictl.engine.task.definition import check_name
 from jedictl.errors import BadInput
+from jedictl.model.choices import TRANSFER_MODES
 from jedictl.store import data_catalog as store_catalog
 from jedictl.store import sites as site_store
 
-TRANSFERS = ("copy", "move", "link", "none")
+TRANSFERS = TRANSFER_MODES
 SIDECAR_KEYS = ("events", "guid", "run", "lumi_blocks")
 # An interrupted stage-out's temporary file (engine/storage/transfer.py): never data to register.
 _TEMPORARY = re.compile(r"\.part-\d+-\d+$")

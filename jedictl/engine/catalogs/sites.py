@@ -13,13 +13,10 @@ from typing import Any, Callable, Collection, Mapping
 
 from jedictl.engine.input import fields
 from jedictl.errors import BadInput
+from jedictl.model.choices import BATCH_SYSTEMS, ENDPOINT_KINDS, NUCLEUS_STATUSES, SITE_STATUSES  # noqa: F401 (re-exported)
 
-SITE_STATUSES = ("online", "brokeroff", "offline", "test")
-BATCH_SYSTEMS = ("slurm", "local")
 CONTAINER_RUNTIMES = ("apptainer", "docker")
 URL_SCHEMES = ("file",)
-NUCLEUS_STATUSES = ("active", "inactive")
-ENDPOINT_KINDS = ("disk", "tape")
 
 
 def _choice(choices: tuple[str, ...], default: str | None = None) -> Callable[[Any, str], Any]:
@@ -110,14 +107,14 @@ def _flag_default(default: bool) -> Callable[[Any, str], bool]:
 
 # Each entity: field -> reader. The readers double as the documentation's field list (docs/sites.md).
 NUCLEUS_FIELDS: dict[str, Callable[[Any, str], Any]] = {
-    "name": lambda v, p: fields.text(v, p, required=True, max_length=64),
+    "name": lambda v, p: fields.catalog_name(v, p, "a nucleus name", required=True),
     "status": _choice(NUCLEUS_STATUSES, "active"),
-    "cloud": lambda v, p: fields.text(v, p, max_length=64),
+    "cloud": lambda v, p: fields.catalog_name(v, p, "a cloud name"),
 }
 ENDPOINT_FIELDS: dict[str, Callable[[Any, str], Any]] = {
-    "name": lambda v, p: fields.text(v, p, required=True, max_length=128),
+    "name": lambda v, p: fields.catalog_name(v, p, "a storage endpoint name", required=True, max_length=128),
     "kind": _choice(ENDPOINT_KINDS, "disk"),
-    "nucleus": lambda v, p: fields.text(v, p, max_length=64),
+    "nucleus": lambda v, p: fields.catalog_name(v, p, "a nucleus name"),
     "free_gb": lambda v, p: _positive(v, p) or 0.0,
     "total_gb": lambda v, p: _positive(v, p) or 0.0,
     "blacklisted_read": _flag_default(False),
@@ -125,11 +122,11 @@ ENDPOINT_FIELDS: dict[str, Callable[[Any, str], Any]] = {
     "url": _url,
 }
 SITE_FIELDS: dict[str, Callable[[Any, str], Any]] = {
-    "name": lambda v, p: fields.text(v, p, required=True, max_length=64),
+    "name": lambda v, p: fields.catalog_name(v, p, "a site name", required=True),
     "status": _choice(SITE_STATUSES, "online"),
-    "cloud": lambda v, p: fields.text(v, p, max_length=64),
+    "cloud": lambda v, p: fields.catalog_name(v, p, "a cloud name"),
     "tier": lambda v, p: fields.integer(v, p, minimum=0, maximum=3),
-    "nucleus": lambda v, p: fields.text(v, p, max_length=64),
+    "nucleus": lambda v, p: fields.catalog_name(v, p, "a nucleus name"),
     "core_count": lambda v, p: fields.integer(v, p, minimum=-1, maximum=1024),  # 0 or -1: dynamic slots
     "core_power": _positive,
     "min_memory": _count,

@@ -16,15 +16,18 @@ Only two things wait for jobs that are still on a worker: a `kill` leaves the ta
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from fnmatch import fnmatchcase
 from typing import Any
 
 from jedictl.config import Settings
 from jedictl.engine.brokerage.loading import load_catalog
 from jedictl.engine.brokerage.task_brokerage import output_endpoint
 from jedictl.engine.commando import rules as commando
+from jedictl.engine.input import fields
 from jedictl.engine.commando.rules import CommandTask, FileRecord, children_to_retry, default_comment, plan_retry, refusal
 from jedictl.engine.jobs.outcomes import Conflict, Ending, end_jobs
 from jedictl.engine.jobs.states import plan_kill
@@ -32,6 +35,7 @@ from jedictl.engine.shares.resource_types import load_resource_types, match_reso
 from jedictl.engine.task.final_status import REJECT_EXTERNAL_CHANGE, DatasetRecord, final_dataset_statuses, from_row
 from jedictl.engine.task.incexec import incexec_change
 from jedictl.errors import BadInput, JedictlError
+from jedictl.model.choices import closest
 from jedictl.model import DATASET_INPUT_TYPES, CommandStatus, JobStatus, TaskStatus
 from jedictl.store import completion
 from jedictl.store import job_outcomes as job_store
@@ -92,8 +96,17 @@ class Outcome:
                 "children": [child.as_dict() for child in self.children]}
 
 
+#: The longest comment a command is recorded with (it also becomes the task's error_dialog).
+MAX_COMMENT = 4000
+
+
 def run_command(store: Any, request: Request, settings: Settings, now: datetime) -> Outcome:
-    """Apply one command in one transaction; BadInput (nothing written) when the task's status refuses it."""
+    """Apply one command in one transaction; BadInput (nothing written) when the task's status refuses it.
+
+    Who gave it and why are free text from the command line: stored with their control characters
+    escaped (`fields.escaped`), so `task show` never prints a raw escape sequence to a terminal."""
+    request = dataclasses.replace(request, user=fields.free_text(request.user, "--user", 128) or "",
+                                  comment=fields.free_text(request.comment, "--comment", MAX_COMMENT))
     try:
         with store.begin() as conn:
             return _Commando(conn, settings, now).apply(request)
@@ -252,6 +265,12 @@ class _Commando:
 
     def _incexec(self, task: Any, request: Request, comment: str) -> Outcome:
         change = incexec_change(task.options or {}, request.changes)
+        # The same check as reassign's: a site, cloud or site pattern the catalog does not know would leave
+        # the task with nowhere to run (or exclude nothing) and nobody told.
+        check_placement(load_catalog(self.conn), site=change.columns.get("site"), cloud=change.columns.get("cloud"),
+                        patterns={change.keys.get(name, name): change.changed.get(name) or ()
+                                  for name in ("included_sites", "excluded_sites") if name in change.changed},
+                        site_key=change.keys.get("site", "site"), cloud_key=change.keys.get("cloud", "cloud"))
         return self._retry_or_incexec(task, request, comment, change)
 
     def _retry_or_incexec(self, task: Any, request: Request, comment: str, change: Any) -> Outcome:
@@ -337,10 +356,7 @@ class _Commando:
         if not (request.site or request.cloud or request.nucleus):
             raise BadInput("name where to: --site, --cloud or --nucleus", "reassign")
         catalog = load_catalog(self.conn)
-        if request.site and request.site not in {s.name for s in catalog.sites}:
-            raise BadInput(f"unknown site {request.site!r}", "--site")
-        if request.cloud and request.cloud not in {s.cloud for s in catalog.sites} | {"WORLD"}:
-            raise BadInput(f"unknown cloud {request.cloud!r}", "--cloud")
+        check_placement(catalog, site=request.site, cloud=request.cloud)
         values: dict[str, Any] = {"site": request.site}
         if request.cloud:
             values["cloud"] = request.cloud
@@ -361,6 +377,31 @@ class _Commando:
         return values, destinations
 
 
+# ---------------------------------------------------------------------------------- placement
+
+def check_placement(catalog: Any, *, site: str | None = None, cloud: str | None = None,
+                    patterns: Mapping[str, Sequence[str]] | None = None, site_key: str = "--site",
+                    cloud_key: str = "--cloud") -> None:
+    """Where reassign and incexec send a task must exist: a known site, a known cloud (or WORLD), and
+    included/excluded site patterns that each match some site. BadInput names the key at fault."""
+    sites = sorted(s.name for s in catalog.sites)
+    if site and site not in sites:
+        raise BadInput(_unknown("site", site, sites), site_key)
+    clouds = sorted({s.cloud for s in catalog.sites if s.cloud} | {"WORLD"})
+    if cloud and cloud not in clouds:
+        raise BadInput(_unknown("cloud", cloud, clouds), cloud_key)
+    for key, listed in (patterns or {}).items():
+        for index, pattern in enumerate(listed):
+            if not any(fnmatchcase(name, pattern) for name in sites):
+                raise BadInput(_unknown("site", pattern, sites) if not set(pattern) & set("*?[") else
+                               f"{pattern!r} matches no site", f"{key}[{index}]")
+
+
+def _unknown(what: str, value: str, known: Sequence[str]) -> str:
+    guess = closest(value, known)
+    return f"unknown {what} {value!r}" + (f"; did you mean {guess!r}?" if guess else "")
+
+
 # ------------------------------------------------------------------------------------- settle
 
 def settle_pass(store: Any, settings: Settings, now: datetime, by: str, task_ids: Sequence[int] = (), limit: int = 100) -> list[Outcome]:
@@ -373,6 +414,7 @@ def settle_pass(store: Any, settings: Settings, now: datetime, by: str, task_ids
     else:
         with store.read() as conn:
             candidates = command_store.settled_finishing_tasks(conn, limit)
+    by = fields.free_text(by, "--user", 128) or ""
     outcomes = []
     for task_id in sorted(candidates):
         with store.begin() as conn:

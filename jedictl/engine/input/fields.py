@@ -47,6 +47,48 @@ def text(value: Any, path: str, required: bool = False, max_length: int = 1024) 
     return result
 
 
+#: Characters free text is never stored with as they are: C0/C1 controls and DEL, lone surrogates,
+#: line and paragraph separators, and the bidirectional overrides and isolates ("Trojan Source").
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def escaped(value: str, keep: str = "") -> str:
+    """Free text (a comment, a reason, an error message) as it is stored and shown: every character of
+    `_UNSAFE` but those in `keep` written as its escape (`\\x1b`, `\\n`, `\\u202e`), so text printed on a
+    terminal can never move the cursor, change colours or reorder what follows it."""
+    return _UNSAFE.sub(lambda m: m.group().encode("unicode_escape", "backslashreplace").decode("ascii")
+                       if m.group() not in keep else m.group(), value)
+
+
+def free_text(value: Any, path: str, max_length: int = 4000, keep: str = "", truncate: bool = False) -> str | None:
+    """A free-text field: any string, stored with its control characters escaped (`escaped`); longer
+    than `max_length` once escaped, it is refused -- or with `truncate`, cut, its last character "…"."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise BadInput("must be a string", path)
+    result = escaped(str(value), keep)
+    if len(result) > max_length:
+        if not truncate:
+            raise BadInput(f"must be at most {max_length} characters", path)
+        result = result[: max_length - 1] + "…"
+    return result
+
+
+#: Sites (PanDA queues), nuclei, storage endpoints and clouds: letters, digits and . _ -, starting with a
+#: letter or digit. They name folders (pilot logs, replicas) and go into commands, so never a "/", "..",
+#: a space, a quote or shell syntax (`../../etc`, `X; DROP TABLE sites` were taken as site names).
+CATALOG_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*\Z")
+
+
+def catalog_name(value: Any, path: str, what: str = "name", required: bool = False, max_length: int = 64) -> str | None:
+    """A site, nucleus, storage endpoint or cloud name (`CATALOG_NAME_RE`), at most `max_length` long."""
+    name = text(value, path, required=required, max_length=max_length)
+    if name is not None and not CATALOG_NAME_RE.match(name):
+        raise BadInput(f"{what} must be letters, digits and . _ - (starting with a letter or digit)", path)
+    return name
+
+
 def integer(value: Any, path: str, minimum: int | None = -INT64_MAX, maximum: int | None = INT64_MAX) -> int | None:
     """An integer (also from an integral float or a string of digits), by default within BIGINT's range."""
     if value is None:

@@ -15,7 +15,7 @@ SLOPPY_DISPATCH_RATIO does, so a share starved by the order still drains.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Mapping, Sequence
 
@@ -25,8 +25,10 @@ from jedictl.engine.shares import usage as queue_shares
 from jedictl.engine.shares import definitions as share_definitions
 from jedictl.engine.shares import fair_share as share_math
 from jedictl.engine.shares import global_shares as shares
+from jedictl.engine.shares.resource_types import load_resource_types
 from jedictl.errors import BadInput, NotFound
 from jedictl.model import DatasetType
+from jedictl.model.choices import RESOURCE_TYPES, refusal
 from jedictl.store import dispatch as dispatch_store
 
 #: PanDA's label families (construct_where_clause): what an executor of each kind may run.
@@ -75,13 +77,19 @@ class DispatchRequest:
     filters: DispatchFilters = field(default_factory=DispatchFilters)
 
 
-def check_request(request: DispatchRequest, max_count: int) -> None:
+def check_request(request: DispatchRequest, max_count: int, resource_types: Sequence[str] = RESOURCE_TYPES) -> None:
+    """Refuse a request no job could ever answer; `resource_types`: the names the settings define."""
     if request.count < 1 or request.count > max_count:
         raise BadInput(f"must be between 1 and {max_count} (dispatch.max_count)", "--count")
     if not request.site:
         raise BadInput("a site is required", "--site")
     if not request.executor:
         raise BadInput("an executor name is required", "--executor")
+    wanted = request.filters.resource_type
+    if wanted is not None and wanted not in resource_types:
+        # No job is ever made with a type the settings do not define: an executor asking for one
+        # would get no work, forever.
+        raise BadInput(refusal(wanted, resource_types, "a resource type"), "--resource-type")
 
 
 def running_room(max_running: int | None, job_caps: Mapping[str, Any] | None,
@@ -112,7 +120,9 @@ def order_key(job: Any, ranks: Mapping[str, int] | None) -> tuple[Any, ...]:
 
 def dispatch_jobs(store: Any, settings: Settings, request: DispatchRequest, now: datetime, rng: random.Random) -> list[dict[str, Any]]:
     """Hand up to `request.count` activated jobs of `request.site` to the executor; their payloads, in order."""
-    check_request(request, settings.dispatch.max_count)
+    # The executor's name is free text from the command line: kept with its control characters escaped.
+    request = replace(request, executor=fields.free_text(request.executor, "--executor", 128) or "")
+    check_request(request, settings.dispatch.max_count, [rt.name for rt in load_resource_types(settings.resource_types)])
     # Drawn before the transaction: a seeded run makes the same choice whatever the store holds.
     sloppy = is_sloppy(settings.dispatch.sloppy_ratio, rng)
     with store.begin() as conn:

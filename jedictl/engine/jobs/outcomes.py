@@ -21,6 +21,7 @@ from jedictl.config import Settings
 from jedictl.engine.input import fields
 from jedictl.engine.jobs.resources import SiteResources
 from jedictl.engine.jobs.results import (
+    ADDER_ERROR,
     COUNTERS,
     OUTPUT_JOB_FILE_TYPES,
     UNMERGED_FILE_TYPES,
@@ -31,6 +32,7 @@ from jedictl.engine.jobs.results import (
     JobReport,
     Propagation,
     propagate,
+    report_conflict,
 )
 from jedictl.engine.jobs.states import JobEvent, next_status, plan_kill, status_after_kill_command
 from jedictl.engine.task.options import options_from_dict
@@ -50,9 +52,6 @@ from jedictl.model import JOB_FINAL, TASK_FINAL, FileStatus, JobStatus
 from jedictl.store import job_outcomes as job_store
 from jedictl.store import retry_rules as rule_store
 
-#: Error a finished report gets when an output it must have produced is missing (PanDA's adder, EC_Adder).
-ADDER_ERROR = ("ddm", 200)
-
 
 @dataclass(frozen=True)
 class Ending:
@@ -71,7 +70,7 @@ class Ending:
 @dataclass(frozen=True, slots=True)
 class EndResult:
     job_id: int
-    outcome: str  # applied | duplicate | refused
+    outcome: str  # applied | duplicate | conflict (a different report already ended the job) | refused
     line: int | None = None
     status: str | None = None  # the job's new status
     reason: str = ""
@@ -161,10 +160,13 @@ def end_jobs(conn: Any, endings: Sequence[Ending], settings: Settings, now: date
     task_rows = job_store.task_states(conn, [job.task_id for job in jobs.values()])
     batch, results = _Batch(), []
     _known_outputs(conn, endings, job_files, batch)
+    # A report for a job already final is compared with what ended it: the same again, or a conflict.
+    ended = job_store.recorded_ends(conn, [e.job_id for e in endings if e.report is not None and e.job_id in jobs
+                                           and jobs[e.job_id].status in JOB_FINAL])
     for ending in endings:
         job = jobs.get(ending.job_id)
         result = _decide_one(conn, ending, job, job_files.get(ending.job_id, []), records,
-                             task_rows.get(job.task_id) if job else None, settings, now, rules, batch)
+                             task_rows.get(job.task_id) if job else None, settings, now, rules, batch, ended.get(ending.job_id))
         results.append(result)
     _write(conn, batch, records, jobs, settings, now)
     return results
@@ -189,7 +191,8 @@ def _known_outputs(conn: Any, endings: Sequence[Ending], job_files: dict[int, li
 
 
 def _decide_one(conn: Any, ending: Ending, job: Any, listed: list[Any], records: dict[int, FileRecord], task: Any,
-                settings: Settings, now: datetime, rules: Sequence[RetryRule], batch: _Batch) -> EndResult:
+                settings: Settings, now: datetime, rules: Sequence[RetryRule], batch: _Batch,
+                recorded: dict[str, Any] | None = None) -> EndResult:
     def refuse(reason: str) -> EndResult:
         return EndResult(ending.job_id, "refused", ending.line, reason=reason)
 
@@ -198,9 +201,18 @@ def _decide_one(conn: Any, ending: Ending, job: Any, listed: list[Any], records:
     if ending.expected_status is not None and job.status != ending.expected_status:
         return refuse(f"job {job.id} is {job.status} now, not {ending.expected_status}")
     status = ending.status
-    if ending.report is not None:
-        status = status_after_kill_command(status, job.command_to_pilot).value
     report = ending.report
+    if report is not None:
+        status = status_after_kill_command(status, job.command_to_pilot).value
+        own = {jf.lfn for jf in listed if jf.type in OUTPUT_JOB_FILE_TYPES or jf.type in UNMERGED_FILE_TYPES}
+        for index, output in enumerate(report.outputs):
+            if output.lfn not in own:  # never registered, never counted: a name no job of ours was told to write
+                return refuse(f"outputs[{index}].lfn: {output.lfn!r} is not an output of job {job.id}")
+        if recorded is not None and (ending.attempt_nr is None or ending.attempt_nr == job.attempt_nr):
+            conflict = report_conflict(recorded, status, report)
+            if conflict is not None:
+                return EndResult(job.id, "conflict", ending.line, job.status, conflict)
+            return EndResult(job.id, "duplicate", ending.line, job.status, f"duplicate report: job {job.id} is already {job.status}")
     job_report = JobReport(job.id, status, ending.attempt_nr, report.outputs if report else ())
     record = JobRecord(job.id, job.status, job.attempt_nr)
     task_final = task is None or task.status in TASK_FINAL

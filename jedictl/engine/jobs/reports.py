@@ -9,6 +9,7 @@ its fields through (`pilotErrorCode` -> error_source pilot, `maxPSS` -> max_pss,
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -16,6 +17,7 @@ from typing import Any
 
 from jedictl.clock import EARLIEST, LATEST, in_range, parse_time
 from jedictl.engine.input import fields
+from jedictl.engine.input.documents import unique_keys
 from jedictl.engine.jobs.results import OutputReport
 from jedictl.engine.jobs.states import HEARTBEAT_STATUSES, REPORT_STATUSES
 from jedictl.errors import BadInput
@@ -33,6 +35,12 @@ _INT32 = (-fields.INT32_MAX - 1, fields.INT32_MAX)
 MAX_MEMORY_KB = 2**40
 #: Wall and CPU times (s) above this (68 years) are not measurements either.
 MAX_SECONDS = float(fields.INT32_MAX)
+#: An error_diag is kept to this many characters, its control characters escaped: a longer one is cut
+#: (as PanDA cuts pilotErrorDiag), never a reason to refuse the report and leave the job `sent`.
+MAX_DIAG = 4000
+#: How checksums are written (what the catalog and `jedictl pilot` write): adler32 or md5, in hex.
+_CHECKSUM = re.compile(r"^(ad|md5):([0-9a-fA-F]+)\Z")
+_CHECKSUM_DIGITS = {"ad": 8, "md5": 32}
 # PanDA pilot field names (update_job) -> jedictl's.
 _ALIASES = {
     "PandaID": "job_id", "pandaid": "job_id", "jobStatus": "status", "attemptNr": "attempt_nr", "transExitCode": "trans_exit_code",
@@ -100,13 +108,14 @@ def json_lines(text: str | Iterable[str | bytes]) -> Iterator[tuple[int, Any | R
         if not raw.strip():
             continue
         try:
-            yield number, json.loads(raw)
+            yield number, json.loads(raw, object_pairs_hook=unique_keys)  # {"status": "finished", "status": "failed"} is no report
         except json.JSONDecodeError as exc:
             yield number, Refused(number, None, f"not JSON ({exc.msg} at column {exc.colno})")
         except RecursionError:
             yield number, Refused(number, None, "not JSON (nested too deeply)")
-        except ValueError as exc:  # an integer of more digits than Python converts
-            yield number, Refused(number, None, f"not JSON ({str(exc).splitlines()[0]})")
+        except ValueError as exc:  # an integer of more digits than Python converts, or a key given twice
+            problem = str(exc).splitlines()[0]
+            yield number, Refused(number, None, problem if problem.startswith("duplicate key") else f"not JSON ({problem})")
 
 
 def parse_reports(text: str) -> tuple[list[ExecutorReport], list[Refused]]:
@@ -155,10 +164,16 @@ def parse_report(item: Any, line: int = 1) -> ExecutorReport:
     outputs = tuple(_output(entry, f"{where}.outputs[{index}]") for index, entry in enumerate(fields.sequence(raw.get("outputs"), f"{where}.outputs")))
     if len({o.lfn for o in outputs}) != len(outputs):
         raise BadInput("names a file twice", f"{where}.outputs")
+    if sum(o.size or 0 for o in outputs) > fields.INT64_MAX:  # the job's output_bytes, a BIGINT
+        raise BadInput(f"sizes add up to more than {fields.INT64_MAX} bytes", f"{where}.outputs")
     error_code = fields.integer(raw.get("error_code"), f"{where}.error_code", *_INT32)
     error_source = fields.text(raw.get("error_source"), f"{where}.error_source", max_length=32)
     if (error_code is None) != (error_source is None):
         raise BadInput("error_source and error_code go together", f"{where}.error_code")
+    started_at = _time(raw.get("started_at"), f"{where}.started_at")
+    ended_at = _time(raw.get("ended_at"), f"{where}.ended_at")
+    if started_at is not None and ended_at is not None and ended_at < started_at:
+        raise BadInput(f"{ended_at:%Y-%m-%dT%H:%M:%S}Z is before started_at ({started_at:%Y-%m-%dT%H:%M:%S}Z)", f"{where}.ended_at")
     return ExecutorReport(
         line=line,
         job_id=_job_id(raw, where),
@@ -166,15 +181,15 @@ def parse_report(item: Any, line: int = 1) -> ExecutorReport:
         attempt_nr=fields.integer(raw.get("attempt_nr"), f"{where}.attempt_nr", minimum=0),
         error_source=error_source,
         error_code=error_code,
-        error_diag=fields.text(raw.get("error_diag"), f"{where}.error_diag", max_length=4000),
+        error_diag=fields.free_text(raw.get("error_diag"), f"{where}.error_diag", MAX_DIAG, keep="\n\t", truncate=True),
         trans_exit_code=fields.integer(raw.get("trans_exit_code"), f"{where}.trans_exit_code", *_INT32),
         wall_time=_seconds(raw.get("wall_time"), f"{where}.wall_time"),
         cpu_time=_seconds(raw.get("cpu_time"), f"{where}.cpu_time"),
         max_pss=fields.integer(raw.get("max_pss"), f"{where}.max_pss", minimum=0, maximum=MAX_MEMORY_KB),
         max_rss=fields.integer(raw.get("max_rss"), f"{where}.max_rss", minimum=0, maximum=MAX_MEMORY_KB),
         n_events=fields.integer(raw.get("n_events"), f"{where}.n_events", minimum=0),
-        started_at=_time(raw.get("started_at"), f"{where}.started_at"),
-        ended_at=_time(raw.get("ended_at"), f"{where}.ended_at"),
+        started_at=started_at,
+        ended_at=ended_at,
         outputs=outputs,
     )
 
@@ -221,11 +236,22 @@ def _output(entry: Any, where: str) -> OutputReport:
     return OutputReport(
         lfn=fields.text(entry.get("lfn"), f"{where}.lfn", required=True, max_length=1024) or "",
         size=fields.integer(entry.get("size"), f"{where}.size", minimum=0),
-        checksum=fields.text(entry.get("checksum"), f"{where}.checksum", max_length=64),
+        checksum=_checksum(entry.get("checksum"), f"{where}.checksum"),
         guid=fields.text(entry.get("guid"), f"{where}.guid", max_length=64),
         n_events=fields.integer(entry.get("n_events"), f"{where}.n_events", minimum=0),
         no_output=fields.flag(entry.get("no_output"), f"{where}.no_output"),
     )
+
+
+def _checksum(value: Any, where: str) -> str | None:
+    """`ad:` and 8 hex digits (adler32) or `md5:` and 32, stored in lower case as the catalog keeps them."""
+    text = fields.text(value, where, max_length=64)
+    if text is None:
+        return None
+    match = _CHECKSUM.match(text)
+    if match is None or len(match.group(2)) != _CHECKSUM_DIGITS[match.group(1)]:
+        raise BadInput("must be ad: and 8 hex digits (adler32) or md5: and 32 hex digits, e.g. ad:0a1b2c3d", where)
+    return f"{match.group(1)}:{match.group(2).lower()}"
 
 
 def _seconds(value: Any, where: str) -> float | None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from jedictl.engine.jobs.states import can_transition
 from jedictl.model import JOB_FINAL, FileStatus, JobStatus
@@ -196,6 +197,56 @@ def _output_update(record: FileRecord, status: JobStatus, job: JobRecord, output
     # JEDI sets it when the task ends (so a task's counters equal its rows at every moment).
     return FileUpdate(**common, status=FileStatus.FINISHED.value, values=values,
                       delta=DatasetDelta(record.dataset_id, n_files_finished=1, n_events=output.n_events or 0, n_files=1))
+
+
+#: Error a finished report gets when an output it must have produced is missing (PanDA's adder, EC_Adder).
+ADDER_ERROR = ("ddm", 200)
+#: Metrics of a report that the job row keeps as they were reported.
+REPORTED_METRICS = ("trans_exit_code", "wall_time", "cpu_time", "max_pss", "max_rss", "n_events", "started_at", "ended_at")
+_OUTPUT_FIELDS = ("size", "checksum", "guid", "n_events")
+
+
+def report_conflict(recorded: Mapping[str, Any], status: str, report: Any) -> str | None:
+    """A final report of a job that is already final: None when it is the report that ended the job
+    (sent again: a duplicate, nothing to do), else what differs -- a conflict, never silently dropped.
+
+    `recorded`: the job's outcome columns and its output files as recorded (`store.job_outcomes.recorded_ends`);
+    `status`: what the report would make of the job (failed becomes cancelled for a job told to stop). A
+    value is compared only where both the report and the record have one."""
+    recorded_status = recorded.get("status")
+    adder = (recorded.get("error_source"), recorded.get("error_code")) == ADDER_ERROR
+    if status != recorded_status and not (adder and recorded_status == JobStatus.FAILED and status == JobStatus.FINISHED):
+        return f"conflict: job {report.job_id} is already {recorded_status}; this report says {report.status}"
+    differences = []
+    checked = list(REPORTED_METRICS)
+    if recorded_status != JobStatus.FINISHED and not adder:
+        checked = ["error_source", "error_code", "error_diag", *checked]
+    for name in checked:
+        mine, theirs = getattr(report, name), recorded.get(name)
+        if mine is not None and theirs is not None and mine != theirs:
+            differences.append(f"{name} {_shown(theirs)}, not {_shown(mine)}")
+    outputs = recorded.get("outputs") or {}
+    if report.outputs and recorded.get("output_bytes") is not None:
+        total = sum(output.size or 0 for output in report.outputs)
+        if total != recorded["output_bytes"]:
+            differences.append(f"output bytes {recorded['output_bytes']}, not {total}")
+    for output in report.outputs:
+        kept = outputs.get(output.lfn) or {}
+        for name in _OUTPUT_FIELDS:
+            mine, theirs = getattr(output, name), kept.get(name)
+            if recorded_status == JobStatus.FINISHED and mine is not None and theirs is not None and mine != theirs:
+                differences.append(f"{output.lfn} {name} {_shown(theirs)}, not {_shown(mine)}")
+    if differences:
+        return (f"conflict: job {report.job_id} is already {recorded_status} by another report ("
+                + "; ".join(differences[:3]) + (f"; {len(differences) - 3} more" if len(differences) > 3 else "") + ")")
+    return None
+
+
+def _shown(value: Any) -> str:
+    if hasattr(value, "isoformat"):
+        return value.isoformat(timespec="seconds") + "Z"
+    text = repr(value) if isinstance(value, str) else f"{value:g}" if isinstance(value, float) else str(value)
+    return text if len(text) <= 40 else text[:39] + "…"
 
 
 def is_retryable(attempt_nr: int, max_attempt: int | None, failed_attempt: int, max_failure: int | None) -> bool:

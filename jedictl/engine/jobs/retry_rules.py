@@ -31,10 +31,11 @@ from jedictl.engine.input.regexes import compile_pattern
 from jedictl.engine.jobs.resources import SiteResources
 from jedictl.engine.jobs.results import FileRecord, is_retryable
 from jedictl.errors import BadInput
+from jedictl.model.choices import RETRY_ACTIONS
 from jedictl.model.retry import RULE_KEYS as _RULE_KEYS
 from jedictl.model.retry import RetryRule, SCOPE_FIELDS, normalise_source
 
-ACTIONS = ("no_retry", "limit_retry", "increase_memory", "increase_cputime", "reduce_input_per_job")
+ACTIONS = RETRY_ACTIONS
 #: files.type the retry module changes: the job's inputs, never its random seed or outputs.
 RETRY_FILE_TYPES = frozenset({"input", "pseudo_input", "trn_output", "trn_log"})
 _REDUCE_DEFAULTS = {"excluded_rules": ["nEventsPerJob", "nFilesPerJob"], "steps": [2, 4, 7]}

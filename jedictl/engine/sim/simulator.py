@@ -134,7 +134,7 @@ def simulate_pass(store: Any, settings: Settings, now: datetime, rng: random.Ran
                     for p in payloads]
         results = ingest_reports(store, outcomes, settings, now)
         ended = [r for r in results if r.outcome == "applied"]
-        refused = [r for r in results if r.outcome == "refused"]
+        refused = [r for r in results if r.outcome in ("refused", "conflict")]
         report.add("error" if refused else "ran", site=site, jobs=len(payloads),
                    finished=sum(1 for r in ended if r.status == "finished"), failed=sum(1 for r in ended if r.status != "finished"),
                    reason="; ".join(r.reason for r in refused[:3]) or None)

@@ -11,11 +11,12 @@ settings, ...) are refused: changing them needs a new task.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from jedictl.engine.task.options import BY_NAME, BY_PANDA_KEY, build_options, coerce, options_from_dict
 from jedictl.errors import BadInput
+from jedictl.model.choices import closest
 
 #: Options incexec may change (jedictl names); PanDA keys and jedictl names are both accepted.
 CHANGEABLE_OPTIONS = (
@@ -34,6 +35,7 @@ class IncexecChange:
     options: dict[str, Any]  # the task's options after the merge (TaskOptions.as_dict)
     columns: dict[str, Any]  # task columns to write (site, cloud)
     changed: dict[str, Any]  # what changed, by jedictl name (None: removed) -- recorded with the command
+    keys: dict[str, str] = field(default_factory=dict)  # jedictl name -> the key as the operator wrote it
 
 
 def incexec_change(current: Mapping[str, Any], parameters: Any) -> IncexecChange:
@@ -52,10 +54,12 @@ def incexec_change(current: Mapping[str, Any], parameters: Any) -> IncexecChange
                 raise BadInput("must be a name", key)
             columns[key] = value.strip() if isinstance(value, str) else None
             changed[key] = columns[key]
+            path_of[key] = key
             continue
         spec = BY_NAME.get(key) or BY_PANDA_KEY.get(PBOOK_ALIASES.get(key, key))
         if spec is None:
-            raise BadInput("unknown task parameter", key)
+            guess = closest(key, [*CHANGEABLE_COLUMNS, *(BY_NAME[name].panda or name for name in CHANGEABLE_OPTIONS)])
+            raise BadInput("unknown task parameter" + (f"; did you mean {guess}?" if guess else ""), key)
         if spec.name not in CHANGEABLE_OPTIONS:
             raise BadInput("cannot be changed by incexec (the records written at submission depend on it); submit a new task", key)
         coerced = coerce(spec, value, key)
@@ -66,4 +70,4 @@ def incexec_change(current: Mapping[str, Any], parameters: Any) -> IncexecChange
         changed[spec.name] = coerced
         path_of[spec.name] = key
     options = build_options(values, {**{name: name for name in values}, **path_of})
-    return IncexecChange(options.as_dict(), columns, changed)
+    return IncexecChange(options.as_dict(), columns, changed, path_of)

@@ -10,7 +10,9 @@ does not act on are kept in the stored parameters and reported as unknown.
 
 from __future__ import annotations
 
+import difflib
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from jedictl.engine.input import fields
@@ -52,6 +54,21 @@ _ITEM_KEYS = frozenset({
     "include", "exclude", "hidden", "es_only", "padding",
 })
 _PARAM_TYPES = ("input", "pseudo_input", "output", "log", "number", "random_seed")
+
+
+def misspelt_keys(unknown_keys: Sequence[str]) -> list[tuple[str, str]]:
+    """(unknown key, the known key it most likely means) for the unknown keys of PanDA task parameters
+    that look like a typo (`nFilesPerjob` -> `nFilesPerJob`), item keys (`jobParameters[1].datset`)
+    included. A key like no known one (a newer PanDA's) is left out: it is kept, not a mistake."""
+    top = sorted(STRUCTURE_KEYS | INFORMATIONAL_KEYS | set(BY_PANDA_KEY))
+    found = []
+    for key in unknown_keys:
+        head, dot, name = key.rpartition(".") if "]." in key else ("", "", key)
+        folded = {known.lower(): known for known in (sorted(_ITEM_KEYS) if dot else top)}
+        match = difflib.get_close_matches(name.lower(), list(folded), n=1, cutoff=0.8)
+        if match:
+            found.append((key, f"{head}{dot}{folded[match[0]]}"))
+    return found
 
 
 def is_panda_params(document: dict[str, Any]) -> bool:

@@ -24,6 +24,7 @@ from jedictl.engine.task.submission import parse_definition
 from jedictl.engine.task.definition import NAME_RE, STREAM_RE, USER_RE, check_placeholders
 from jedictl.engine.task.templates import placeholder_problem
 from jedictl.errors import BadInput
+from jedictl.safe_yaml import UniqueKeyLoader, unique_key_loader
 from jedictl.redact import mask_url
 
 SPEC = {"name": "t.1", "command": "--in=${IN} --out=${OUTPUT0}", "inputs": [{"dataset": "ds.in"}],
@@ -38,9 +39,9 @@ def refused(function, *args, **kwargs) -> str:
 
 # -------------------------------------------------------------------------------------------- documents
 
-LOADERS = [pytest.param(getattr(yaml, "CSafeLoader", None), id="libyaml",
+LOADERS = [pytest.param(unique_key_loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)), id="libyaml",
                         marks=pytest.mark.skipif(not yaml.__with_libyaml__, reason="PyYAML built without libyaml")),
-           pytest.param(yaml.SafeLoader, id="pyyaml")]
+           pytest.param(unique_key_loader(yaml.SafeLoader), id="pyyaml")]
 
 
 @pytest.fixture(params=LOADERS)
@@ -55,7 +56,8 @@ def yaml_loader(request, monkeypatch):
 def test_libyaml_is_used_where_it_exists_and_reads_what_pyyaml_reads():
     from jedictl.engine.input import documents
 
-    assert documents.SAFE_LOADER is (yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader)
+    assert documents.SAFE_LOADER is UniqueKeyLoader
+    assert issubclass(UniqueKeyLoader, yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader)
     for path in sorted((pathlib.Path(__file__).parents[3] / "examples").glob("*.yaml")):
         assert parse_text(path.read_text(), path.name) == yaml.safe_load(path.read_text()), path
 
@@ -88,6 +90,20 @@ def test_yaml_alias_cycles_and_bombs_are_refused(yaml_loader):
     assert "aliases expand" in refused(parse_text, "\n".join(levels), "f")
     assert time.monotonic() - started < 5
     assert parse_text("base: &b {x: 1}\nitems: [*b, *b]", "f") == {"base": {"x": 1}, "items": [{"x": 1}, {"x": 1}]}  # plain aliases are fine
+
+
+def test_a_key_given_twice_is_refused_in_yaml_and_json(yaml_loader):
+    """PyYAML and json keep the last of two equal keys without a word: a sites file with `nuclei:` twice
+    lost its first list."""
+    assert refused(parse_text, "nuclei: []\nsites: []\nnuclei: [{name: N}]\n", "f") == \
+        "f: line 3 column 1: found duplicate key 'nuclei' (first at line 1) (invalid YAML)"
+    assert "found duplicate key 'a' (first at line 2)" in refused(parse_text, "x:\n - {a: 1, b: 2, a: 3}\n", "f")
+    assert "found duplicate key 1" in refused(parse_text, "1: a\n1: b\n", "f")
+    assert refused(parse_text, '{"nuclei": [], "nuclei": [1]}', "f") == "f: duplicate key 'nuclei' in an object (invalid JSON)"
+    assert "duplicate key 'a'" in refused(parse_json, '[{"b": {"a": 1, "a": 1}}]', "f")
+    # A merge key may still be overridden: that is what it is for.
+    assert parse_text("base: &b {x: 1, y: 2}\nd:\n  <<: *b\n  x: 3\n", "f") == {"base": {"x": 1, "y": 2}, "d": {"x": 3, "y": 2}}
+    assert parse_text("a: {x: 1}\nb: {x: 1}\n", "f") == {"a": {"x": 1}, "b": {"x": 1}}
 
 
 def test_json_only_reader_names_the_line():
@@ -276,11 +292,12 @@ def test_mask_url(url, masked):
 
 
 def test_a_report_keeps_line_separators_inside_its_strings():
-    """JSON keeps U+2028 and NEL raw inside strings; splitting at them cut one report into refused pieces."""
+    """JSON keeps U+2028 and NEL raw inside strings; splitting at them cut one report into refused pieces.
+    (The diag keeps them written as escapes, as every control character: it is printed on terminals.)"""
     line = json.dumps({"job_id": 1, "status": "failed", "error_source": "pilot", "error_code": 1, "error_diag": "a\u2028b\x85c"},
                       ensure_ascii=False)
     reports, refused_lines = parse_reports(line + "\r\n" + line + "\n")
-    assert refused_lines == [] and [r.error_diag for r in reports] == ["a\u2028b\x85c"] * 2
+    assert refused_lines == [] and [r.error_diag for r in reports] == ["a\\u2028b\\x85c"] * 2
 
 
 def test_a_null_global_share_is_refused():
