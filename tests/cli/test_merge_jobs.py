@@ -125,13 +125,7 @@ def test_a_failed_producer_does_not_let_the_task_end_before_every_unmerged_file_
     # Five producers fail once (their unmerged outputs were never released) and are retried.
     _report(cli, store, *[_failed(job, source="trans", code=1, diag="segfault") for job in pre[:5]],
             *[_finished(job) for job in pre[5:]])
-    for round_nr in range(2, 12):
-        cli("generate", "--seed", str(round_nr), db=store)
-        jobs_out = _dispatch_all(cli, store)
-        if not jobs_out:
-            break
-        _report(cli, store, *[_finished(job) for job in jobs_out])
-        cli("finalize", db=store)
+    _run_until_quiet(cli, store, 2)
     waiting = run_sql(store, lambda conn: [f for f in _by_type(conn, "trn_log") if f["status"] == "merging"])
     assert waiting == []
     log_master = run_sql(store, lambda conn: conn.execute(select(datasets).where(datasets.c.task_id == task_id,
