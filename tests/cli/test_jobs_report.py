@@ -66,7 +66,7 @@ def test_finished_report_finishes_inputs_and_registers_outputs(cli, store, tmp_p
     job = _dispatch_all(cli, store)[0]
     result = _report(cli, store, _finished(job))
     assert result["counts"]["applied"] == 1 and result["items"][0]["status"] == "finished"
-    assert result["counts"] == {"applied": 1, "duplicate": 0, "refused": 0}  # no count vanishes for being zero
+    assert result["counts"] == {"applied": 1, "duplicate": 0, "conflict": 0, "refused": 0}  # no count vanishes for being zero
     assert set(result["items"][0]) == {"outcome", "line", "job_id", "status", "reason", "retry"}
     inputs = [i["lfn"] for i in job["inputs"]]
     assert {f["status"] for f in _files(store, inputs).values()} == {"finished"}
@@ -445,7 +445,7 @@ def test_reports_that_cannot_be_right_are_refused_and_the_others_apply(cli, stor
     fixed = _finished(badsum)
     fixed["outputs"][0]["checksum"] = "ad:0A1B2C3D"
     fixed["outputs"][1]["checksum"] = "md5:" + "AB" * 16
-    assert _report(cli, store, fixed)["applied"] == 1
+    assert _report(cli, store, fixed)["counts"]["applied"] == 1
     checksums = run_sql(store, lambda conn: sorted(conn.execute(select(catalog_files.c.checksum).where(
         catalog_files.c.lfn.in_([o["lfn"] for o in badsum["outputs"]]))).scalars()))
     assert checksums == ["ad:0a1b2c3d", "md5:" + "ab" * 16]
@@ -456,7 +456,7 @@ def test_an_error_diag_over_the_limit_is_cut_not_refused(cli, store, tmp_path):
     _task(cli, store, tmp_path)
     job = _dispatch_all(cli, store)[0]
     diag = "\x1b[31mboom\x1b[0m\n" + "x" * 5000
-    assert _report(cli, store, _failed(job, diag=diag))["applied"] == 1
+    assert _report(cli, store, _failed(job, diag=diag))["counts"]["applied"] == 1
     row = _job_row(store, job["job_id"])
     assert row["status"] == "failed" and len(row["error_diag"]) == 4000 and row["error_diag"].endswith("…")
     assert row["error_diag"].startswith("\\x1b[31mboom\\x1b[0m\nxxx")  # escapes stored, never the raw ESC
@@ -474,7 +474,7 @@ def test_a_second_different_report_of_a_final_job_is_a_conflict(cli, store, tmp_
     snapshot = store_dump(store)
     # The same reports again: duplicates, nothing to do, exit 0.
     again = _report(cli, store, ended, _failed(second), _failed(killed, code=1144, diag="killed"))
-    assert [i["outcome"] for i in again["items"]] == ["duplicate"] * 3 and again.get("conflict", 0) == 0
+    assert [i["outcome"] for i in again["items"]] == ["duplicate"] * 3 and again["counts"]["conflict"] == 0
     # Different ones: conflicts, each with what differs, exit 1 and a count.
     other_output = _finished(first)
     other_output["outputs"][0]["checksum"] = "ad:ffffffff"
@@ -482,7 +482,7 @@ def test_a_second_different_report_of_a_final_job_is_a_conflict(cli, store, tmp_
              _finished(second), _failed(first)]
     result = _report(cli, store, *lines, code=1)
     items = [(i["outcome"], i["status"], i["reason"]) for i in result["items"]]
-    assert result["conflict"] == 5 and [i[0] for i in items] == ["conflict"] * 5 and [i[1] for i in items] == ["finished", "finished",
+    assert result["counts"]["conflict"] == 5 and [i[0] for i in items] == ["conflict"] * 5 and [i[1] for i in items] == ["finished", "finished",
                                                                                                             "failed", "failed", "finished"]
     job = first["job_id"]
     assert items[0][2] == f"conflict: job {job} is already finished by another report (wall_time 100, not 120)"
