@@ -199,6 +199,6 @@ def test_two_generators_at_once_never_fill_a_site_past_its_cap(cli, store, tmp_p
     for worker in workers:
         out, err = worker.communicate(timeout=120)
         assert worker.returncode in (0, 1), err
-        made.append(json.loads(out)["jobs"])
+        made.append(json.loads(out)["counts"]["jobs"])
     assert _per_site(store, "activated") == {SITE: 6}, made  # without the recount under the lock: 12
     assert run_sql(store, check_all) == []
