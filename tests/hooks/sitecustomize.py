@@ -19,6 +19,8 @@ JEDICTL_HOOK_BREAK_GUARD=claim  leases.claim_one ignores the condition the row w
                                 guard whose absence was issue 14's defect 1 -- so a test can show that
                                 its invariants catch the break
 JEDICTL_HOOK_BREAK_GUARD=release  leases.release and release_all do nothing: leases are left behind
+JEDICTL_HOOK_DIE_AT=generate-finish  the process SIGKILLs itself when the generator has committed a
+                                task's jobs and is about to make its final write (a kill between them)
 """
 
 from __future__ import annotations
@@ -33,8 +35,22 @@ def _install() -> None:
     broken = os.environ.get("JEDICTL_HOOK_BREAK_GUARD")
     slow_chunk = float(os.environ.get("JEDICTL_HOOK_SLOW_CHUNK", "0") or 0)
     slow_owner_check = float(os.environ.get("JEDICTL_HOOK_SLOW_OWNER_CHECK", "0") or 0)
-    if not (slow or slow_query or holding or broken or slow_chunk or slow_owner_check):
+    die_at = os.environ.get("JEDICTL_HOOK_DIE_AT")
+    if not (slow or slow_query or holding or broken or slow_chunk or slow_owner_check or die_at):
         return
+    if die_at == "generate-finish":
+        import signal
+
+        from jedictl.engine.generate import generator
+
+        real_finish = generator.TaskGenerator._finish
+
+        def dying_finish(self, made, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+            if made:
+                os.kill(os.getpid(), signal.SIGKILL)
+            return real_finish(self, made, *args, **kwargs)
+
+        generator.TaskGenerator._finish = dying_finish
     if slow_owner_check:
         import time
 

@@ -147,6 +147,7 @@ class TaskGenerator:
     def run(self, max_jobs: int | None, merge_only: bool = False) -> tuple[int, str, str | None]:
         with self.store.read() as conn:
             self.context = TaskContext.load(conn, self.task_id, self.settings)
+        self.status_now = self.context.status  # as this pass last wrote or read it
         made, files_left = 0, self.settings.generate.n_files
         merge_note = None
         if self.context.merge:
@@ -158,6 +159,8 @@ class TaskGenerator:
                 with self.store.begin() as conn:
                     self._renew(conn)
                     count, taken = self._chunk(conn, min(files_left, self.settings.generate.batch_size), None if max_jobs is None else max_jobs - made)
+                    if count:
+                        self._started(conn, count)
                 if taken == 0:
                     break
                 made += count
@@ -179,6 +182,8 @@ class TaskGenerator:
                 self._renew(conn)
                 ctx = TaskContext.load(conn, self.task_id, self.settings)
                 made, _ = make_merge_jobs(conn, ctx, self.settings, self.sites, self.now, max_jobs)
+                if made:
+                    self._started(conn, made)
         except (MergeConflict, TemplateError) as exc:
             return 0, f"merge jobs: {exc}"
         return made, None
@@ -324,14 +329,31 @@ class TaskGenerator:
         the lease extended from the current moment of the pass."""
         task_leases.renew(conn, self.task_id, self.owner, self.pass_clock.current(), self.settings.lease.seconds, GENERATOR_STATUSES)
 
+    def _started(self, conn: Any, count: int) -> None:
+        """Jobs just written in this transaction move the task on (`scouting` or `running`) in the same
+        transaction. A generator killed between a chunk's commit and its final write must not leave a
+        `ready` task with jobs: nothing would ever move it to scouting, so no avalanche would release the
+        rest of its input, and finalize would end it at the scouts' release (the chaos test found a task
+        `finished` at 10/20 that way)."""
+        new = self._target()
+        if self.status_now == new.value:
+            return
+        if not task_store.change_status(conn, self.task_id, new, GENERATOR_STATUSES, f"{count} jobs generated", self.owner, self.now,
+                                        owner=self.owner, frozen_at=None):
+            raise LeaseLost(f"task {self.task_id} changed while generating")
+        self.status_now = new.value
+
+    def _target(self) -> TaskStatus:
+        """Where jobs take the task: `scouting` while its scouts are being made, else `running`."""
+        return TaskStatus.SCOUTING if self.context.scout else TaskStatus.RUNNING
+
     def _finish(self, made: int, reason: str | None) -> tuple[int, str, str | None]:
-        ctx = self.context
         with self.store.begin() as conn:
             release = {"lease_owner": None, "lease_expires_at": None}
             if made:
-                new = TaskStatus.SCOUTING if ctx.scout else TaskStatus.RUNNING
+                new = self._target()
                 if not task_store.change_status(conn, self.task_id, new, GENERATOR_STATUSES,
-                                                f"{made} jobs generated" if new.value != ctx.status else None,
+                                                f"{made} jobs generated" if new.value != self.status_now else None,
                                                 self.owner, self.now, owner=self.owner, error_dialog=reason, frozen_at=None, **release):
                     # Not ours any more, or moved on: the caller releases the lease if we still hold it.
                     raise LeaseLost(f"task {self.task_id} changed while generating ({made} jobs made)")
