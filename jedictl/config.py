@@ -195,7 +195,9 @@ class SimulateSettings:
         {"source": "pilot", "code": 1099, "diag": "Failed to stage-in file", "weight": 2},
         {"source": "jobdispatcher", "code": 100, "diag": "lost heartbeat", "weight": 1},
     ], "errors a failed simulated job reports, drawn by weight", "")
-    seconds_per_event: float = _s(10.0, "simulated CPU seconds per input event (per core)", "", low=0)
+    seconds_per_event: float = _s(10.0, "simulated CPU seconds per input event (per core) of production jobs", "", low=0)
+    analysis_seconds_per_event: float = _s(0.2, "simulated CPU seconds per input event (per core) of analysis jobs (prodSourceLabel "
+                                           "user/panda: reading derived data, not simulating it)", "", low=0)
 
 
 @dataclass(frozen=True)

@@ -124,3 +124,44 @@ def test_the_readme_tour_runs_jedictl_from_the_virtual_environment():
     before_tour = readme[:readme.index("## A five-minute tour")]
     for block in re.findall(r"```(?:sh|console|bash)\n(.*?)```", before_tour, re.S):
         assert not re.search(r"(^|&& |\$ )jedictl ", block, re.M), block
+
+
+def _console_sessions(text: str) -> list[tuple[str, list[str]]]:
+    """(command, the output lines the README shows after it) for each `$ ` line of the console blocks."""
+    sessions: list[tuple[str, list[str]]] = []
+    for block in re.findall(r"```console\n(.*?)```", text, re.S):
+        for line in block.splitlines():
+            if line.startswith("$ "):
+                sessions.append((line[2:], []))
+            elif sessions:
+                sessions[-1][1].append(line)
+    return sessions
+
+
+def test_the_readme_tour_prints_what_it_shows(tmp_path):
+    """Every command of the tour (and of its bad-input example) run in order in one shell, each printing
+    the lines the README shows after it (stdout and stderr together; a command shown without output is
+    run but not compared). A stale tour -- the prun task's analysis jobs once ran past the sites'
+    walltime in the simulator and the task ended `finished` 8/20 -- fails here."""
+    import os
+    import subprocess
+    import sys
+
+    readme = (ROOT / "README.md").read_text()
+    sessions = _console_sessions(readme[readme.index("## A five-minute tour"):readme.index("## Cron")])
+    assert len(sessions) >= 10
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    (tmp_path / ".venv").mkdir()
+    (tmp_path / ".venv" / "bin").symlink_to(os.path.dirname(sys.executable))
+    marker = "@@@ next command @@@"
+    script = "\n".join(f"echo '{marker}'\n{{ {command}\n}} 2>&1" for command, _ in sessions)
+    env = {key: value for key, value in os.environ.items() if not key.startswith("JEDICTL_")}
+    env.update(XDG_CONFIG_HOME=str(tmp_path / "config"), XDG_DATA_HOME=str(tmp_path / "data"), USER="root", LOGNAME="root",
+               NO_COLOR="1", COLUMNS="200")
+    result = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    outputs = [chunk.strip("\n").splitlines() for chunk in result.stdout.split(marker + "\n")[1:]]
+    assert len(outputs) == len(sessions), result.stdout + result.stderr
+    for (command, shown), printed in zip(sessions, outputs):
+        if shown:
+            # stdout and stderr are two streams: their lines may interleave differently, so compare the lines.
+            assert sorted(printed) == sorted(shown), f"$ {command}\nREADME shows:\n" + "\n".join(shown) + "\nprinted:\n" + "\n".join(printed)
