@@ -118,7 +118,8 @@ def test_merge_inputs_lost_or_left_unmerged_are_reported(demo_store):
     live = "\n".join(run_sql(demo_store, records_of_live_jobs))
     assert f"record {lost.id} is running but job {lost.job_id} is finished" in live, live
     ended = "\n".join(run_sql(demo_store, inputs_of_ended_tasks))
-    assert f"task {unmerged.task_id} is done but" in ended and "merging" in ended, ended
+    # done or finished, as the demo's pilots drew it: either way the task ended with a merge input left
+    assert any(f"task {unmerged.task_id} is {status} but" in ended for status in ("done", "finished")) and "merging" in ended, ended
 
 
 def test_the_checks_of_issue_14_see_what_they_are_for(demo_store):
