@@ -12,16 +12,20 @@ from sqlalchemy import Connection, Row, select, update
 
 from jedictl.model import JobStatus
 from jedictl.store.bulk import slices
-from jedictl.store.schema import datasets, job_files, jobs
+from jedictl.store.schema import datasets, job_files, jobs, tasks
 
 INPUT_TYPES = ("input", "pseudo_input")
 
 
-def assigned_jobs(conn: Connection, limit: int) -> list[Row]:
-    """The oldest `limit` assigned jobs: id, task, site, priority and since when they wait."""
+def assigned_jobs(conn: Connection, limit: int, skip_task_statuses: Collection[str] = ()) -> list[Row]:
+    """The oldest `limit` assigned jobs of tasks not in `skip_task_statuses`: id, task, site, priority
+    and since when they wait."""
+    where = [jobs.c.status == JobStatus.ASSIGNED.value]
+    if skip_task_statuses:
+        where.append(jobs.c.task_id.notin_(select(tasks.c.id).where(tasks.c.status.in_(list(skip_task_statuses)))))
     return list(conn.execute(
         select(jobs.c.id, jobs.c.task_id, jobs.c.site, jobs.c.current_priority, jobs.c.state_changed_at)
-        .where(jobs.c.status == JobStatus.ASSIGNED.value).order_by(jobs.c.id).limit(limit)))
+        .where(*where).order_by(jobs.c.id).limit(limit)))
 
 
 def awaited_inputs(conn: Connection, job_ids: Collection[int]) -> list[Row]:

@@ -148,3 +148,20 @@ def test_no_site_with_the_data_sends_the_jobs_with_a_transfer(cli, store, tmp_pa
     watched = cli.json("watch", db=store, env=at(timedelta(hours=12, minutes=5)))
     assert watched["counts"]["job_timeout"] == 4 and watched["counts"]["activate"] == 0
     assert run_sql(store, check_all) == []
+
+
+def test_a_paused_task_s_assigned_jobs_wait_for_its_resume(cli, store, tmp_path):
+    grid = {**GRID, "storage_endpoints": GRID["storage_endpoints"] + [{"name": "FAR_DISK", "kind": "disk", "free_gb": 1, "total_gb": 2}]}
+    _import(cli, store, tmp_path, "grid", grid, kind="sites")
+    _import(cli, store, tmp_path, "data", catalog("FAR_DISK"))
+    task_id = cli.json("submit", "-", db=store, input=json.dumps(TASK), env=at())["task_id"]
+    for agent in (("refine",), ("feed",), ("broker", "--seed", "1"), ("generate", "--seed", "1")):
+        cli(*agent, db=store, env=at())
+    cli("task", "pause", str(task_id), db=store, env=at(timedelta(minutes=1)))
+    _import(cli, store, tmp_path, "arrived", catalog("FAR_DISK", *(f"{site}_DISK" for site in SITES)))
+    assert cli.json("watch", db=store, env=at(timedelta(minutes=5)))["counts"]["activate"] == 0
+    assert {job.status for job in _jobs(store)} == {"assigned"}
+    cli("task", "resume", str(task_id), db=store, env=at(timedelta(minutes=6)))
+    assert cli.json("watch", db=store, env=at(timedelta(minutes=10)))["counts"]["activate"] == 4
+    assert {job.status for job in _jobs(store)} == {"activated"}
+    assert run_sql(store, check_all) == []

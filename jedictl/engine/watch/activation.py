@@ -23,6 +23,7 @@ from typing import Any, Callable
 from jedictl.engine.brokerage.loading import load_catalog
 from jedictl.engine.brokerage.model import BrokerageCatalog, Site
 from jedictl.engine.catalogs.data import DataCatalog
+from jedictl.model import TaskStatus
 from jedictl.store import assigned as store
 
 
@@ -62,7 +63,9 @@ def activate_assigned(store_: Any, now: datetime, limit: int, catalog_factory: C
     """One look at the assigned jobs (the oldest `limit`): activate those whose input has arrived.
     Returns one item per activated job (job_id, site, reason)."""
     with store_.read() as conn:
-        jobs = store.assigned_jobs(conn, limit)
+        # A paused task's jobs stay queued: its activated jobs were throttled, and its assigned ones wait
+        # until it is resumed (the next look after that activates them).
+        jobs = store.assigned_jobs(conn, limit, skip_task_statuses=(TaskStatus.PAUSED.value,))
         if not jobs:
             return []
         catalog = load_catalog(conn)
