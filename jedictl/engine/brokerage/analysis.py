@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from jedictl.engine.brokerage.filters import NO_LOCALITY, SiteLocality
-from jedictl.engine.brokerage.model import Drop, Site, StorageEndpoint, TaskRequirements
+from jedictl.engine.brokerage.model import ChunkInput, Drop, Site, StorageEndpoint, TaskRequirements
 from jedictl.engine.task.spec import ANALYSIS_LABELS
 
 RULE = "data_locality"
@@ -105,6 +105,20 @@ def place_analysis(
 def _placement(mode: str, holders: frozenset[str], transfer: Sequence[str], notes: dict[str, str],
                drops: Mapping[str, Drop]) -> DataPlacement:
     return DataPlacement(mode, holders, frozenset(transfer), MappingProxyType(notes), MappingProxyType(dict(drops)))
+
+
+def first_location_group(chunk: ChunkInput) -> tuple[int, ...]:
+    """The files of a chunk stored where its first file is (the same set of endpoints), in order.
+
+    JEDI brokers analysis input a dataset at a time (seed 000, "Workflow for analysis", step 4); a
+    chunk claimed across the datasets of a container may mix files that live at different sites, and
+    then no site holds all of it. Brokering the first file's group -- a dataset's files share their
+    replicas -- keeps "holds the data" meaningful; the generator returns the other files for the next
+    chunk."""
+    signatures = [frozenset(name for name, held in chunk.replicas.items() if index in held) for index in range(chunk.n_files)]
+    if not signatures:
+        return ()
+    return tuple(index for index, signature in enumerate(signatures) if signature == signatures[0])
 
 
 def transfer_endpoint(site: Site, endpoints: Mapping[str, StorageEndpoint]) -> str | None:

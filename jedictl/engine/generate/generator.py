@@ -20,7 +20,7 @@ from typing import Any, Callable
 from jedictl.clock import PassClock
 from jedictl.config import Settings
 from jedictl.engine.agent import PassReport
-from jedictl.engine.brokerage.analysis import is_analysis, transfer_endpoint
+from jedictl.engine.brokerage.analysis import first_location_group, is_analysis, transfer_endpoint
 from jedictl.engine.brokerage.loading import chunk_of, load_catalog, load_site_loads, load_throttle_input, locked_slot_loads, recently_closed
 from jedictl.engine.catalogs.data import DataCatalog
 from jedictl.engine.brokerage.job_brokerage import broker_job_sites, pick_site, start_picking
@@ -200,14 +200,26 @@ class TaskGenerator:
                 break
         if not claimed:
             return 0, 0
-        master_files = tuple(_input_file(row) for row in claimed)
-        secondaries = tuple(self._secondary(conn, dataset, len(master_files)) for dataset in ctx.secondaries)
-        chunk = InputChunk(master=master_files, secondaries=tuple(s for s, _, _ in secondaries))
-        brokerage_input = chunk_of(_brokerage_records(claimed, ctx), self.factory(conn), is_scout=ctx.scout,
-                                   files_per_job=ctx.live_options.n_files_per_job, events_per_job=ctx.live_options.n_events_per_job)
+        all_claimed = claimed
+        data = self.factory(conn)
+
+        def brokerage_chunk(rows: list[Any]) -> Any:
+            return chunk_of(_brokerage_records(rows, ctx), data, is_scout=ctx.scout,
+                            files_per_job=ctx.live_options.n_files_per_job, events_per_job=ctx.live_options.n_events_per_job)
+
+        brokerage_input = brokerage_chunk(claimed)
         closed = None
         if is_analysis(ctx.requirements):  # analysis follows the data unless its data sites kept jobs waiting
             closed = recently_closed(conn, self.task_id, self.now - timedelta(hours=self.settings.brokerage.analysis_busy_hours))
+            group = first_location_group(brokerage_input)
+            if len(group) < brokerage_input.n_files:  # files stored elsewhere wait for the next chunk
+                lfns = list(dict.fromkeys(row[1] for row in claimed))
+                kept = {lfns[index] for index in group}
+                claimed = [row for row in claimed if row[1] in kept]
+                brokerage_input = brokerage_chunk(claimed)
+        master_files = tuple(_input_file(row) for row in claimed)
+        secondaries = tuple(self._secondary(conn, dataset, len(master_files)) for dataset in ctx.secondaries)
+        chunk = InputChunk(master=master_files, secondaries=tuple(s for s, _, _ in secondaries))
 
         def broker() -> Any:
             return broker_job_sites(ctx.requirements, brokerage_input, self.catalog, self.loads, self.settings.brokerage,
@@ -243,7 +255,7 @@ class TaskGenerator:
                                 self._transfers(brokerage, claimed))
         for site, count in written.per_site.items():
             self._count(site, count, self._job_priority(), written.assigned.get(site, 0))
-        job_store.return_unused(conn, ({row.id for row in claimed} | claimed_secondaries) - written.used)
+        job_store.return_unused(conn, ({row.id for row in all_claimed} | claimed_secondaries) - written.used)
         used_masters = sum(len(sub.master) for _, sub in plan)
         return len(plan), max(used_masters, 1)
 

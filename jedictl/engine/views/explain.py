@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from jedictl.config import Settings
-from jedictl.engine.brokerage.analysis import is_analysis
+from jedictl.engine.brokerage.analysis import first_location_group, is_analysis
 from jedictl.engine.brokerage.loading import (
     chunk_of,
     load_catalog,
@@ -62,8 +62,18 @@ def explain_task(conn: Any, task_id: int, settings: Settings, now: datetime, dat
     catalog = load_catalog(conn)
     loads = load_site_loads(conn)
     requirements = task_requirements_from_row(task._mapping, options)
-    chunk = chunk_of(next_chunk_files(conn, task_id, settings.task_broker.input_files), data, is_scout=task.status in (TaskStatus.READY.value, TaskStatus.SCOUTING.value) and not options.skip_scout and not task.scouts_done,
-                     files_per_job=options.n_files_per_job, events_per_job=options.n_events_per_job)
+    records = next_chunk_files(conn, task_id, settings.task_broker.input_files)
+
+    def chunk_from(rows: Any) -> Any:
+        return chunk_of(rows, data, is_scout=task.status in (TaskStatus.READY.value, TaskStatus.SCOUTING.value) and not options.skip_scout and not task.scouts_done,
+                        files_per_job=options.n_files_per_job, events_per_job=options.n_events_per_job)
+
+    chunk = job_chunk = chunk_from(records)
+    if is_analysis(requirements) and chunk.n_files:  # as the generator does: the files stored where the first one is
+        lfns = list(dict.fromkeys(record[0] for record in records))
+        kept = {lfns[index] for index in first_location_group(chunk)}
+        if len(kept) < chunk.n_files:
+            job_chunk = chunk_from([record for record in records if record[0] in kept])
     if task.status == TaskStatus.ASSIGNING.value:
         tokens = view_store.output_storage_tokens(conn, task_id)
         nuclei = choose_nucleus(requirements, chunk, catalog, load_task_works(conn), loads, settings.task_broker, settings.brokerage,
@@ -80,7 +90,7 @@ def explain_task(conn: Any, task_id: int, settings: Settings, now: datetime, dat
         closed = None
         if is_analysis(requirements):
             closed = recently_closed(conn, task_id, now - timedelta(hours=settings.brokerage.analysis_busy_hours))
-        sites = broker_job_sites(requirements, chunk, catalog, loads, settings.brokerage, throttle=settings.throttle, closed_recently=closed)
+        sites = broker_job_sites(requirements, job_chunk, catalog, loads, settings.brokerage, throttle=settings.throttle, closed_recently=closed)
         report["brokerage"] = [_fate_row(row) for row in sites.rows()]
         summary.append(f"{len(sites.candidates)} sites can run its next jobs" if sites.ok else f"no site can run its next jobs ({sites.summary()})")
         if sites.placement is not None and sites.placement.applies:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from jedictl.config import BrokerageSettings
-from jedictl.engine.brokerage.analysis import place_analysis, transfer_endpoint
+from jedictl.engine.brokerage.analysis import first_location_group, place_analysis, transfer_endpoint
 from jedictl.engine.brokerage.filters import SiteLocality
 from jedictl.engine.brokerage.job_brokerage import broker_job_sites
 from jedictl.engine.brokerage.model import ChunkInput, JobCounts, SiteLoad, StorageEndpoint
@@ -123,3 +123,13 @@ def test_transfer_endpoint_is_the_first_readable_disk():
                  "D": StorageEndpoint("D", "disk")}
     assert transfer_endpoint(make_site("X", read_endpoints=("T", "BAD", "D")), endpoints) == "D"
     assert transfer_endpoint(make_site("X", read_endpoints=(), write_endpoints=()), endpoints) is None
+
+
+def test_a_chunk_is_brokered_a_location_at_a_time():
+    # A container's two datasets: files 0-2 at A, files 3-4 at B and C. No site holds all five; the first
+    # file's group is brokered now (at A), the others go back for the next chunk.
+    mixed = chunk({"HOLDS_A_DATADISK": frozenset({0, 1, 2}), "HOLDS_B_DATADISK": frozenset({3, 4}),
+                   "PARTIAL_DATADISK": frozenset({3, 4})}, n_files=5)
+    assert first_location_group(mixed) == (0, 1, 2)
+    assert first_location_group(chunk({}, n_files=3)) == (0, 1, 2)
+    assert first_location_group(chunk({}, n_files=0)) == ()
