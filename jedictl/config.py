@@ -116,6 +116,8 @@ class BrokerageSettings:
     default_output_size_mb: float = _s(1500.0, "output assumed per job when scratch disk is checked", "InputChunk 1.5 GB", low=0)
     scout_priority_floor: int = _s(901, "scout jobs get max(this, task priority + 1)", "JobGenerator", **_PRIORITY)
     bootstrap_max_priority: int = _s(150, "only tasks at or below this priority bootstrap empty sites", "MAX_PRIO_TO_BOOTSTRAP", **_PRIORITY)
+    analysis_busy_hours: float = _s(6.0, "an analysis task's data site with a job of the task closed this recently counts as busy",
+                                    "seed 000 'Input data transfer' (6h)", above=0)
 
 
 @dataclass(frozen=True)
@@ -220,6 +222,7 @@ class JobTimeoutSettings:
     defined_hours: float = _s(4.0, "defined jobs", "seed 000", above=0)
     assigned_hours: float = _s(12.0, "assigned jobs", "seed 000", above=0)
     activated_hours: float = _s(48.0, "activated or starting jobs", "seed 000", above=0)
+    analy_timeout_hours: float = _s(12.0, "activated analysis jobs (user, panda) that got no CPU", "ANALY_TIMEOUT, seed 000", above=0)
     sent_minutes: float = _s(30.0, "sent jobs", "seed 000", above=0)
     running_days: float = _s(21.0, "running jobs", "seed 000", above=0)
     heartbeat_hours: float = _s(2.0, "running jobs without a heartbeat", "seed 000", above=0)

@@ -146,7 +146,7 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
         E("Failed jobs at BNL_PROD", "jedictl jobs list --status failed --site BNL_PROD", True),
     ),
     "jobs show": (
-        E("A job by its id", "jedictl jobs show 158", True),
+        E("A job by its id", "jedictl jobs show 150", True),
         E("Job 3 of task 5", "jedictl jobs show 5.3 -o yaml", True),
     ),
     "jobs dispatch": (

@@ -71,7 +71,7 @@ def demo(
                 time.sleep(pause)
     final = demo_engine.snapshot(store)
     finished = demo_engine.all_final(store)
-    _summary(app, tasks, final, last, time.monotonic() - started, path, finished)
+    _summary(app, tasks, final, last, time.monotonic() - started, path, finished, demo_engine.analysis_placement(store, tasks))
     if not finished:
         raise typer.Exit(1)
 
@@ -167,7 +167,7 @@ class _Display:
         return Group(*parts)
 
 
-def _summary(app: Any, tasks: Any, snap: Any, last: Any, elapsed: float, path: str, finished: bool) -> None:
+def _summary(app: Any, tasks: Any, snap: Any, last: Any, elapsed: float, path: str, finished: bool, placement: list[str]) -> None:
     rows = [{"task": t["id"], "kind": tasks.roles.get(t["id"], ""), "status": t["status"], "files": t["files"], "files_done": t["done"],
              "files_failed": t["failed"], "jobs": sum(t["jobs"].values()), "failed_jobs": t["jobs"].get("failed", 0)} for t in snap.tasks]
     if app.output in ("json", "yaml"):  # numbers stay numbers for scripts: files, files_done, files_failed
@@ -182,6 +182,8 @@ def _summary(app: Any, tasks: Any, snap: Any, last: Any, elapsed: float, path: s
     where = path if "://" in path else os.path.abspath(path)
     app.note(f"\n{'Every task is final' if finished else 'Stopped before every task was final'} after "
              f"{last.number if last else 0} rounds ({elapsed:.1f} s): {total_jobs} jobs, {snap.retries} retried.")
+    for line in placement:  # analysis brokerage follows the data: show that it did
+        app.note(line)
     store = path if "://" in path else where
     app.note(f"The store is kept in {where}. Look inside with:\n"
              f"  jedictl --db {store} task list\n"

@@ -21,7 +21,8 @@ def task(
 ) -> None:
     """Status and reason, lease holder, waits, files by status, the throttle decision for its queue,
     and the brokerage trail of its next chunk: every site kept with its weight or dropped by the
-    first rule that failed, with the values."""
+    first rule that failed, with the values; for an analysis task, each site's data locality
+    (holds the data, no replica, chosen after ANALY_TIMEOUT with a transfer)."""
     app_ctx = context(ctx)
     from jedictl.engine.views.explain import explain_task
     from jedictl.store.data_catalog import StoreDataCatalog
@@ -31,6 +32,9 @@ def task(
     if app_ctx.output == "table":  # what does not apply to the task is left out of the table
         report = {key: value for key, value in {**report, "throttle": _flat(report.get("throttle"))}.items()
                   if value is not None or key not in ("nucleus_brokerage", "throttle", "brokerage")}
+        rows = report.get("brokerage") or []
+        if rows and all(row["data"] is None for row in rows):  # the data-locality column is for analysis tasks
+            report["brokerage"] = [{key: value for key, value in row.items() if key != "data"} for row in rows]
     app_ctx.emit(report, wide=wide)
 
 

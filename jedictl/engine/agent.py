@@ -41,7 +41,7 @@ def watching(listener: Callable[["PassReport", str], None]) -> Iterator[None]:
 
 _LEASED = ("skipped", "error")
 _HARVEST = ("submitted", "lost", "failed", "cancelled", "pilots_off", "pilots_on")
-_WATCH = ("release_lease", "rescue_picked", "reactivate", "pending_timeout", "kick_exhausted", "job_timeout", "throttle",
+_WATCH = ("release_lease", "rescue_picked", "reactivate", "pending_timeout", "kick_exhausted", "activate", "job_timeout", "throttle",
           "release_throttled", "boost", "pause", "goal_reached", "settle")
 
 #: What each pass counts -- the outcomes of its items, then the totals some passes add (generate's jobs

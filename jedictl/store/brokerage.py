@@ -68,6 +68,15 @@ def task_work_rows(conn: Connection, statuses: Collection[str]) -> list[Row]:
     ))
 
 
+def closed_jobs_by_site(conn: Connection, task_id: int, since: datetime) -> dict[str, int]:
+    """A task's jobs closed by the system (timeouts, rebrokerage) per site since `since`: the analysis
+    brokerage's sign that a data site kept the task's jobs waiting (seed 000 "Input data transfer")."""
+    rows = conn.execute(
+        select(jobs.c.site, func.count()).where(jobs.c.task_id == task_id, jobs.c.status == "closed", jobs.c.site.is_not(None),
+                                                jobs.c.state_changed_at >= since).group_by(jobs.c.site))
+    return {site: int(n) for site, n in rows}
+
+
 def next_chunk_files(conn: Connection, task_id: int, limit: int) -> list[Row]:
     """(lfn, size, n_events, dataset) of the master input records the generator would take next:
     released, ready, still attemptable, in id order."""

@@ -291,8 +291,17 @@ def inputs_of_ended_tasks(conn: Connection) -> list[str]:
             for r in rows]
 
 
+def assigned_jobs_await_input(conn: Connection) -> list[str]:
+    """An `assigned` job waits for input on its way to its site: at least one of its input files names the
+    endpoint it is transferred to (job_files.destination). One that waits for nothing would wait for
+    a transfer no one asked for (watch activates it, but the generator should never write it)."""
+    awaited = exists().where(job_files.c.job_id == jobs.c.id, job_files.c.type.in_(INPUT_TYPES), job_files.c.destination.is_not(None))
+    rows = conn.execute(select(jobs.c.id, jobs.c.task_id).where(jobs.c.status == JobStatus.ASSIGNED.value, ~awaited).order_by(jobs.c.id))
+    return [f"task {r.task_id} job {r.id} is assigned but waits for no input transfer" for r in rows]
+
+
 CHECKS = (dataset_counters, leases_of_final_tasks, files_in_one_live_job, retry_history, records_of_live_jobs, work_done_once,
-          live_jobs_of_ended_tasks, outputs_registered_once, inputs_of_ended_tasks)
+          live_jobs_of_ended_tasks, outputs_registered_once, inputs_of_ended_tasks, assigned_jobs_await_input)
 
 
 def check_all(conn: Connection, *, dead_owners: Sequence[str] = (), no_live_passes: bool = False) -> list[str]:

@@ -66,6 +66,13 @@ def job_status_counts_by(conn: Connection, group: str) -> list[Row]:
     return list(conn.execute(select(key, jobs.c.status, func.count()).group_by(key, jobs.c.status)))
 
 
+def job_sites_of_task(conn: Connection, task_id: int, kind: str = "normal") -> dict[str, int]:
+    """How many jobs (of `kind`) of a task each site got, whatever became of them."""
+    rows = conn.execute(select(jobs.c.site, func.count()).where(jobs.c.task_id == task_id, jobs.c.kind == kind, jobs.c.site.is_not(None))
+                        .group_by(jobs.c.site))
+    return {site: int(n) for site, n in rows}
+
+
 def retry_count(conn: Connection) -> int:
     """How many job retries the retry history records."""
     return conn.execute(select(func.count()).select_from(job_retry_history).where(job_retry_history.c.relation_type == "retry")).scalar_one()

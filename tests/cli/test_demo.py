@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from jedictl.engine.sim import demo
 from jedictl.store.invariants import check_all
+from jedictl.store.views import job_sites_of_task
 from tests.conftest import invoke
 from tests.helpers import run_sql
 
@@ -20,6 +22,22 @@ def test_the_demo_runs_every_kind_of_task_to_the_end(cli, store_url):
     assert all(isinstance(task[key], int) for task in result["tasks"] for key in ("files", "files_done", "files_failed", "jobs"))
     assert all(task["files_done"] + task["files_failed"] == task["files"] for task in result["tasks"])
     assert run_sql(store_url, check_all) == []
+    # Analysis brokerage follows the data: only some sites hold each analysis input, and every job is there.
+    for task in result["tasks"]:
+        if task["kind"] in ANALYSIS_INPUTS:
+            holders = set(demo.sites_holding(ANALYSIS_INPUTS[task["kind"]]))
+            used = set(run_sql(store_url, lambda conn, t=task["task"]: job_sites_of_task(conn, t)))
+            assert used and used <= holders < {site["name"] for site in demo.GRID["sites"]}, task["kind"]
+
+
+ANALYSIS_INPUTS = {"analysis (prun)": demo.PHYS, "with merge": demo.NTUP}
+
+
+def test_the_demo_says_its_analysis_jobs_went_to_the_data(tmp_path):
+    result = invoke(["demo", "--db", str(tmp_path / "d.db"), "--seed", "2"])
+    assert result.exit_code == 0
+    lines = [line for line in result.stderr.splitlines() if line.startswith("Analysis task")]
+    assert len(lines) == 2 and all("went to its data" in line for line in lines), result.stderr
 
 
 def test_the_same_seed_replays_the_same_run(cli, tmp_path):

@@ -20,6 +20,8 @@ from types import MappingProxyType
 
 from jedictl.config import BrokerageSettings, ThrottleSettings
 from jedictl.engine.brokerage import site_slots
+from jedictl.engine.brokerage.analysis import RULE as DATA_RULE
+from jedictl.engine.brokerage.analysis import DataPlacement, is_analysis, place_analysis
 from jedictl.engine.brokerage.filters import (
     DEFAULT_TUNING,
     INPUT_FILTERS,
@@ -62,6 +64,13 @@ class BrokerageResult:
     candidates: tuple[SiteCandidate, ...]  # best first; bootstrap sites first of all
     trail: tuple[Fate, ...]  # one per catalog site, in catalog order
     t1_weight: float
+    # Analysis tasks (engine.brokerage.analysis): how the data rule placed the chunk, None otherwise.
+    placement: DataPlacement | None = None
+
+    @property
+    def transfer_sites(self) -> frozenset[str]:
+        """Candidates chosen without the chunk's input: their jobs wait `assigned` for a transfer."""
+        return self.placement.transfer if self.placement is not None else frozenset()
 
     @property
     def ok(self) -> bool:
@@ -83,7 +92,9 @@ class BrokerageResult:
                 + (f"; {'; '.join(full[:3])}" + (f" (+{len(full) - 3} more)" if len(full) > 3 else "") if full else ""))
 
     def rows(self) -> list[dict]:
-        return [fate.as_dict("site") for fate in self.trail]
+        """One row per site; `data` is the data-locality reason of analysis tasks (None otherwise)."""
+        notes = self.placement.notes if self.placement is not None else {}
+        return [fate.as_dict("site") | {"data": notes.get(fate.name)} for fate in self.trail]
 
 
 # ------------------------------------------------------------------------------------ candidates
@@ -272,14 +283,26 @@ def broker_job_sites(
     tuning: JobBrokerTuning = DEFAULT_TUNING,
     throttle: ThrottleSettings | None = None,
     start_loads: Mapping[str, SiteLoad] | None = None,
+    closed_recently: Mapping[str, int] | None = None,
 ) -> BrokerageResult:
     """The site candidates of one chunk, best first, and every site's fate. `start_loads` are the
-    loads at the start of the pass when `loads` count the jobs made since (the caps' overflow)."""
+    loads at the start of the pass when `loads` count the jobs made since (the caps' overflow);
+    `closed_recently` the task's jobs closed per site within `settings.analysis_busy_hours` (analysis
+    tasks: a data site with such a job is busy)."""
     sites, fates, preassigned = initial_candidates(task, catalog)
     ctx = make_context(task, chunk, catalog, loads, settings, tuning, preassigned, throttle=throttle, start_loads=start_loads)
     sites = run_filters(SITE_FILTERS, sites, ctx, fates)
     ctx = with_locality(ctx, sites)
     sites = run_filters(INPUT_FILTERS, sites, ctx, fates)
+    placement = None
+    if is_analysis(task) and not chunk.is_merge and sites:
+        placement = place_analysis(sites, ctx.locality, chunk.n_files, bool(chunk.replicas), closed_recently or {},
+                                   settings.analysis_busy_hours, preassigned=preassigned)
+        for site in sites:
+            drop = placement.drops.get(site.name)
+            if drop is not None:
+                fates[site.name] = Fate(site.name, False, DATA_RULE, drop.message, drop.numbers)
+        sites = [site for site in sites if site.name not in placement.drops]
 
     ranked: list[tuple[bool, float, Site, str, dict]] = []
     for site in sites:
@@ -301,7 +324,7 @@ def broker_job_sites(
                                     f"rank: weight {weight:.4g} not among the {settings.max_candidates} best",
                                     MappingProxyType(numbers), weight)
     trail = tuple(fates[site.name] for site in catalog.sites)
-    return BrokerageResult(candidates=tuple(candidates), trail=trail, t1_weight=ctx.t1_weight)
+    return BrokerageResult(candidates=tuple(candidates), trail=trail, t1_weight=ctx.t1_weight, placement=placement)
 
 
 def runnable_sites(

@@ -56,6 +56,11 @@ def load_task_works(conn: Any) -> list[TaskWork]:
                      n_events=int(r[7]), n_events_used=int(r[8])) for r in store.task_work_rows(conn, ACTIVE_FOR_RW)]
 
 
+def recently_closed(conn: Any, task_id: int, since: Any) -> dict[str, int]:
+    """The task's jobs closed per site since `since` (analysis brokerage: busy data sites)."""
+    return store.closed_jobs_by_site(conn, task_id, since)
+
+
 def next_chunk_files(conn: Any, task_id: int, limit: int) -> list[Any]:
     """The master input records the generator would take next: released, ready, still attemptable."""
     return store.next_chunk_files(conn, task_id, limit)

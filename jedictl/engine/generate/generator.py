@@ -20,12 +20,13 @@ from typing import Any, Callable
 from jedictl.clock import PassClock
 from jedictl.config import Settings
 from jedictl.engine.agent import PassReport
-from jedictl.engine.brokerage.loading import chunk_of, load_catalog, load_site_loads, load_throttle_input, locked_slot_loads
+from jedictl.engine.brokerage.analysis import first_location_group, is_analysis, transfer_endpoint
+from jedictl.engine.brokerage.loading import chunk_of, load_catalog, load_site_loads, load_throttle_input, locked_slot_loads, recently_closed
 from jedictl.engine.catalogs.data import DataCatalog
 from jedictl.engine.brokerage.job_brokerage import broker_job_sites, pick_site, start_picking
 from jedictl.engine.brokerage import site_slots
 from jedictl.engine.brokerage.model import SiteLoad
-from jedictl.engine.generate.job_builder import JobBuilder, TaskContext
+from jedictl.engine.generate.job_builder import InputTransfer, JobBuilder, TaskContext
 from jedictl.engine.generate.merge_jobs import MergeConflict, make_merge_jobs
 from jedictl.engine.jobs.resources import job_priority
 from jedictl.engine.shares.usage import load_generation_order, task_ranks
@@ -204,15 +205,30 @@ class TaskGenerator:
                 break
         if not claimed:
             return 0, 0
+        all_claimed = claimed
+        data = self.factory(conn)
+
+        def brokerage_chunk(rows: list[Any]) -> Any:
+            return chunk_of(_brokerage_records(rows, ctx), data, is_scout=ctx.scout,
+                            files_per_job=ctx.live_options.n_files_per_job, events_per_job=ctx.live_options.n_events_per_job)
+
+        brokerage_input = brokerage_chunk(claimed)
+        closed = None
+        if is_analysis(ctx.requirements):  # analysis follows the data unless its data sites kept jobs waiting
+            closed = recently_closed(conn, self.task_id, self.now - timedelta(hours=self.settings.brokerage.analysis_busy_hours))
+            group = first_location_group(brokerage_input)
+            if len(group) < brokerage_input.n_files:  # files stored elsewhere wait for the next chunk
+                lfns = list(dict.fromkeys(row[1] for row in claimed))
+                kept = {lfns[index] for index in group}
+                claimed = [row for row in claimed if row[1] in kept]
+                brokerage_input = brokerage_chunk(claimed)
         master_files = tuple(_input_file(row) for row in claimed)
         secondaries = tuple(self._secondary(conn, dataset, len(master_files)) for dataset in ctx.secondaries)
         chunk = InputChunk(master=master_files, secondaries=tuple(s for s, _, _ in secondaries))
-        brokerage_input = chunk_of(_brokerage_records(claimed, ctx), self.factory(conn), is_scout=ctx.scout,
-                                   files_per_job=ctx.live_options.n_files_per_job, events_per_job=ctx.live_options.n_events_per_job)
 
         def broker() -> Any:
             return broker_job_sites(ctx.requirements, brokerage_input, self.catalog, self.loads, self.settings.brokerage,
-                                    throttle=self.settings.throttle, start_loads=self.start_loads)
+                                    throttle=self.settings.throttle, start_loads=self.start_loads, closed_recently=closed)
 
         brokerage = broker()
         capped = sorted(candidate.site for candidate in brokerage.candidates if candidate.n_free is not None)
@@ -240,12 +256,28 @@ class TaskGenerator:
             raise NoSite("the input fits no candidate site's limits" + (f" ({why})" if why else ""))
         secondary_rows = {row.id: row for _, rows, _ in secondaries for row in rows}
         claimed_secondaries = {row.id for _, rows, was_claimed in secondaries if was_claimed for row in rows}
-        written = builder.write(conn, plan, {row.id: row for row in claimed}, secondary_rows, claimed_secondaries)
+        written = builder.write(conn, plan, {row.id: row for row in claimed}, secondary_rows, claimed_secondaries,
+                                self._transfers(brokerage, claimed))
         for site, count in written.per_site.items():
-            self._count(site, count, self._job_priority())
-        job_store.return_unused(conn, ({row.id for row in claimed} | claimed_secondaries) - written.used)
+            self._count(site, count, self._job_priority(), written.assigned.get(site, 0))
+        job_store.return_unused(conn, ({row.id for row in all_claimed} | claimed_secondaries) - written.used)
         used_masters = sum(len(sub.master) for _, sub in plan)
         return len(plan), max(used_masters, 1)
+
+    def _transfers(self, brokerage: Any, claimed: list[Any]) -> dict[str, InputTransfer]:
+        """Per site chosen without the chunk's input (analysis brokerage): what it holds and where the rest
+        goes. A site that reads no endpoint reads its input remotely: nothing to wait for there."""
+        if not brokerage.transfer_sites:
+            return {}
+        lfns = list(dict.fromkeys(row[1] for row in claimed))  # the brokerage chunk's file order (chunk_of)
+        found = {}
+        for candidate in brokerage.candidates:
+            if candidate.site not in brokerage.transfer_sites:
+                continue
+            endpoint = transfer_endpoint(self.sites[candidate.site], self.catalog.endpoints)
+            if endpoint is not None:
+                found[candidate.site] = InputTransfer(endpoint, frozenset(lfns[i] for i in candidate.local_disk_files))
+        return found
 
     def _secondary(self, conn: Any, dataset: Any, n_master: int) -> tuple[SecondaryInput, list[Any], bool]:
         """A secondary's records for the chunk: claimed when each file serves one job; read when files are
@@ -314,13 +346,14 @@ class TaskGenerator:
                                             at_start=self.start_loads.get(site.name, SiteLoad()).slots)
         return site_slots.cap_message(decision) if not decision.allowed else f"site caps: {taken} jobs filled its free slots"
 
-    def _count(self, site: str, n_jobs: int, priority: int) -> None:
-        """Jobs made in this pass count as activated at their site for the next brokerage, and as
-        pending jobs of the task's type against the site's caps."""
+    def _count(self, site: str, n_jobs: int, priority: int, n_assigned: int = 0) -> None:
+        """Jobs made in this pass count as activated (or assigned, when they wait for input) at their site
+        for the next brokerage, and as pending jobs of the task's type against the site's caps."""
         load = self.loads.get(site, SiteLoad())
         slots = load.slots.with_pending(self.context.requirements.prod_source_label, n_jobs, priority)
-        self.loads[site] = dataclasses.replace(load, counts=dataclasses.replace(load.counts, activated=load.counts.activated + n_jobs),
-                                               slots=slots)
+        counts = dataclasses.replace(load.counts, activated=load.counts.activated + n_jobs - n_assigned,
+                                     assigned=load.counts.assigned + n_assigned)
+        self.loads[site] = dataclasses.replace(load, counts=counts, slots=slots)
 
     # --------------------------------------------------------------------------- the task
 

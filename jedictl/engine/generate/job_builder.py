@@ -12,7 +12,7 @@ import dataclasses
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from jedictl.config import Settings
 from jedictl.engine.brokerage.model import TaskRequirements, task_requirements_from_row
@@ -100,6 +100,17 @@ class TaskContext:
 class Written:
     per_site: dict[str, int]
     used: frozenset[int]  # claimed records now in a job (the others go back to ready)
+    assigned: dict[str, int] = dataclasses.field(default_factory=dict)  # of per_site: jobs waiting `assigned` for input
+
+
+@dataclass(frozen=True)
+class InputTransfer:
+    """A site chosen without (all of) the chunk's input (analysis brokerage): the master files it already
+    holds on disk, and the endpoint the others are to be transferred to. Its jobs that lack a file wait
+    `assigned`; the missing files' job_files rows name the endpoint (`destination`)."""
+
+    endpoint: str
+    held: frozenset[str]  # LFNs already at the site
 
 
 class JobBuilder:
@@ -109,13 +120,14 @@ class JobBuilder:
         self._site_cache: dict[str, SiteResources] = {}
 
     def write(self, conn: Any, plan: Sequence[tuple[Any, Any]], claimed: dict[int, Any], secondary_rows: dict[int, Any],
-              claimed_secondaries: set[int]) -> Written:
+              claimed_secondaries: set[int], transfers: Mapping[str, InputTransfer] | None = None) -> Written:
         """Build and insert the jobs of `plan` [(site, sub-chunk)] in the caller's transaction.
 
         `claimed` and `secondary_rows` map file ids to their claimed rows (store.jobs.CLAIM_COLUMNS);
         `claimed_secondaries` are the secondary records this chunk claimed (tracked datasets), as opposed
-        to read-only ones (nosplit, repeat, reusable). This loop runs once per job of a big task: values
-        shared by all jobs are computed before it.
+        to read-only ones (nosplit, repeat, reusable). `transfers` names the sites whose jobs may need
+        their input moved first (site name -> InputTransfer). This loop runs once per job of a big task:
+        values shared by all jobs are computed before it.
         """
         ctx, task, now = self.ctx, self.ctx.task, self.now
         n = len(plan)
@@ -130,9 +142,15 @@ class JobBuilder:
         status, scout, source_url, template, unmerged = JobStatus.ACTIVATED.value, ctx.scout, task.source_url, ctx.job_template, ctx.merge
         job_rows, file_rows, output_rows, seed_rows, retries, reused_seeds = [], [], [], [], [], []
         per_site: dict[str, int] = defaultdict(int)
+        assigned: dict[str, int] = defaultdict(int)
         used: dict[int, set[int]] = defaultdict(set)
+        transfers = transfers or {}
         for index, ((site, sub), job_id) in enumerate(zip(plan, job_ids, strict=True)):
             masters = [claimed[record.file_id] for record in sub.master]
+            transfer = transfers.get(site.name)
+            missing = {row[C_LFN] for row in masters if row[C_LFN] not in transfer.held} if transfer else set()
+            fetch_to = transfer.endpoint if missing else None
+            job_status = JobStatus.ASSIGNED.value if missing else status
             resources = plan_job_resources(ctx.resources, self._site(site), self._chunk_files(sub, masters), self.settings,
                                            is_scout=scout, direct_io=bool(site.direct_io))
             outputs = names.jobs[index]
@@ -146,15 +164,16 @@ class JobBuilder:
                 serial_nr=job_serial_nr(outputs), attempt_nr=resources.attempt_nr, random_seed=seed.rndmseed if seed else None,
                 source_url=source_url, panda_id=job_id)).text
             job_rows.append((
-                job_id, first_index + index, status, scout, resources.attempt_nr, resources.max_attempt, resources.assigned_priority,
+                job_id, first_index + index, job_status, scout, resources.attempt_nr, resources.max_attempt, resources.assigned_priority,
                 resources.current_priority, site.name, site.cloud, self._resource_type(resources.core_count, resources.min_ram_count),
                 params, resources.core_count, resources.min_ram_count, resources.max_walltime, resources.max_disk_count,
                 resources.max_cpu_count, *shared,
             ))
             previous = []
             for row in masters:
+                # An input to be transferred names the endpoint it must reach (the job waits `assigned` for it).
                 file_rows.append((job_id, task.id, row[C_DATASET], row[C_ID], row[C_LFN], streams[row[C_DATASET]][2], row[C_ATTEMPT], "ready",
-                                  row[C_SCOPE], row[C_GUID], row[C_SIZE], row[C_CHECKSUM], None))
+                                  row[C_SCOPE], row[C_GUID], row[C_SIZE], row[C_CHECKSUM], fetch_to if row[C_LFN] in missing else None))
                 used[row[C_DATASET]].add(row[C_ID])
                 if row[C_ATTEMPT]:
                     previous.append(row[C_JOB])
@@ -183,6 +202,8 @@ class JobBuilder:
             if previous:
                 retries.extend(dataclasses.asdict(r) | {"task_id": task.id, "created_at": now} for r in retry_relations(job_id, previous))
             per_site[site.name] += 1
+            if missing:
+                assigned[site.name] += 1
         job_store.write_jobs(conn, job_rows, file_rows, output_rows, seed_rows, retries)
         job_store.start_used_files(conn, min(job_ids), max(job_ids), now)
         job_store.start_seeds(conn, reused_seeds)
@@ -190,7 +211,7 @@ class JobBuilder:
             job_store.count_new_seeds(conn, ctx.seed_dataset.id, len(seed_rows), now)
         job_store.add_used(conn, {dataset_id: len(ids) for dataset_id, ids in used.items()}, now)
         job_store.advance_serials(conn, names.next_serial_nr)
-        return Written(dict(per_site), frozenset().union(*used.values()))
+        return Written(dict(per_site), frozenset().union(*used.values()), dict(assigned))
 
     def refusal(self, site: Any, sub: Any, claimed: dict[int, Any]) -> str | None:
         """Why `site` refuses the job `sub` would become (None: it takes it): the same resources `write`

@@ -10,6 +10,11 @@ back with `job_states.JobEvent.TIMEOUT`.
 Clocks: a queue state is timed from `state_changed_at` (entering the state); a running job from
 `started_at` (21 days) and from its last heartbeat (2 h, also while starting). Throttled jobs (their
 task is paused on purpose) and merging jobs (waiting for their merge job) never expire here.
+
+Analysis jobs (labels user, panda) that stay `activated` longer than ANALY_TIMEOUT (12 h) got no CPU at
+their site: seed 000 reattempts them ("Job rebrokerage"), and their closing marks the site busy for the
+analysis brokerage, which then sends the task's next jobs to idle sites with their input
+(engine.brokerage.analysis). An `assigned` job waits for its input at most `assigned_hours` (12 h).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from jedictl.config import JobTimeoutSettings
+from jedictl.engine.task.spec import ANALYSIS_LABELS
 from jedictl.model import JobStatus
 
 S = JobStatus
@@ -37,6 +43,7 @@ class JobTimes:
     state_changed_at: datetime | None = None
     started_at: datetime | None = None
     heartbeat_at: datetime | None = None
+    prod_source_label: str | None = None
 
 
 @dataclass(frozen=True)
@@ -106,6 +113,8 @@ def job_expiry(job: JobTimes, settings: JobTimeoutSettings, now: datetime, site:
             if silent:
                 return close(_EXPIRED_CODE, silent)
         limit = timedelta(hours=settings.activated_hours)
+        if status == S.ACTIVATED.value and job.prod_source_label in ANALYSIS_LABELS:
+            limit = min(limit, timedelta(hours=settings.analy_timeout_hours))  # ANALY_TIMEOUT: no CPU for the job here
         idle_site = (site is not None and site.last_job_start is not None
                      and now - site.last_job_start > timedelta(hours=site_idle_hours))
         if job.current_priority >= high_priority and idle_site:

@@ -263,6 +263,32 @@ def all_final(store: Any) -> bool:
     return left == 0
 
 
+def sites_holding(dataset: str) -> list[str]:
+    """The demo grid's sites that read an endpoint holding a complete replica of `dataset`."""
+    held = {replica["endpoint"] for entry in data_catalog()["datasets"] if entry["name"] == dataset for replica in entry["replicas"]}
+    return [site["name"] for site in GRID["sites"] if held & set(site["read_endpoints"])]
+
+
+def analysis_placement(store: Any, demo: DemoTasks) -> list[str]:
+    """One line per analysis task of the demo: where its jobs went, and whether those sites hold its
+    input -- analysis brokerage follows the data (docs/analysis.md)."""
+    inputs = {"analysis (prun)": PHYS, "with merge": NTUP}
+    lines = []
+    for task_id, role in demo.roles.items():
+        if role not in inputs:
+            continue
+        with store.read() as conn:
+            used = view_store.job_sites_of_task(conn, task_id)
+        holders = sites_holding(inputs[role])
+        went = ", ".join(f"{site} {n}" for site, n in sorted(used.items(), key=lambda item: (-item[1], item[0])))
+        elsewhere = sorted(set(used) - set(holders))
+        verdict = ("went to its data: every site holds the input" if not elsewhere
+                   else f"{', '.join(elsewhere)} without the input (sent with a transfer)")
+        lines.append(f"Analysis task {task_id} ({role}): jobs at {went or 'no site'} -- {verdict}; "
+                     f"it is held at {', '.join(holders)}, not at the {len(GRID['sites']) - len(holders)} other sites.")
+    return lines
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """What the live display and the summary show."""

@@ -32,7 +32,7 @@ TOP_LEVEL = {
     "name": "task name (unique per user unless unique_name is false)",
     "user": "owner (default: --user, else the login name)",
     "vo": "virtual organisation (default wlcg)",
-    "label": "PanDA prodSourceLabel: managed, user, test, ... (default managed)",
+    "label": "PanDA prodSourceLabel: managed, user, test, ... (default managed); user and panda are analysis: jobs go to the data (analysis.md)",
     "task_type": "prod or anal (default: anal for label user, else prod)",
     "processing_type": "processing type (evgen, simul, reco, ...): used by work queues and shares",
     "working_group": "working group (e.g. GP_TOP)",
@@ -86,7 +86,7 @@ OUTPUT_KEYS = {
 }
 MERGE_KEYS = {"transformation": "program of the merge jobs", "command": "job-parameter template of merge jobs (required)",
               "use_local_io": "merge jobs copy their input to scratch"}
-PLACEMENT_COLUMNS = {"cloud": "run in this cloud", "site": "run at this site", "nucleus": "write outputs to this nucleus"}
+PLACEMENT_COLUMNS = {"cloud": "run in this cloud", "site": "run at this site (an analysis task's jobs wait `assigned` there for input the site lacks)", "nucleus": "write outputs to this nucleus"}
 ANALYSIS_LABELS = ("user", "panda")
 
 

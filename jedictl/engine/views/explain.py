@@ -9,11 +9,20 @@ its weight or dropped by the first rule that failed, with the numbers. Read only
 from __future__ import annotations
 
 import random
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from jedictl.config import Settings
-from jedictl.engine.brokerage.loading import chunk_of, load_catalog, load_site_loads, load_task_works, load_throttle_input, next_chunk_files
+from jedictl.engine.brokerage.analysis import first_location_group, is_analysis
+from jedictl.engine.brokerage.loading import (
+    chunk_of,
+    load_catalog,
+    load_site_loads,
+    load_task_works,
+    load_throttle_input,
+    next_chunk_files,
+    recently_closed,
+)
 from jedictl.engine.catalogs.data import DataCatalog
 from jedictl.engine.brokerage.job_brokerage import broker_job_sites
 from jedictl.engine.brokerage.model import task_requirements_from_row
@@ -53,8 +62,18 @@ def explain_task(conn: Any, task_id: int, settings: Settings, now: datetime, dat
     catalog = load_catalog(conn)
     loads = load_site_loads(conn)
     requirements = task_requirements_from_row(task._mapping, options)
-    chunk = chunk_of(next_chunk_files(conn, task_id, settings.task_broker.input_files), data, is_scout=task.status in (TaskStatus.READY.value, TaskStatus.SCOUTING.value) and not options.skip_scout and not task.scouts_done,
-                     files_per_job=options.n_files_per_job, events_per_job=options.n_events_per_job)
+    records = next_chunk_files(conn, task_id, settings.task_broker.input_files)
+
+    def chunk_from(rows: Any) -> Any:
+        return chunk_of(rows, data, is_scout=task.status in (TaskStatus.READY.value, TaskStatus.SCOUTING.value) and not options.skip_scout and not task.scouts_done,
+                        files_per_job=options.n_files_per_job, events_per_job=options.n_events_per_job)
+
+    chunk = job_chunk = chunk_from(records)
+    if is_analysis(requirements) and chunk.n_files:  # as the generator does: the files stored where the first one is
+        lfns = list(dict.fromkeys(record[0] for record in records))
+        kept = {lfns[index] for index in first_location_group(chunk)}
+        if len(kept) < chunk.n_files:
+            job_chunk = chunk_from([record for record in records if record[0] in kept])
     if task.status == TaskStatus.ASSIGNING.value:
         tokens = view_store.output_storage_tokens(conn, task_id)
         nuclei = choose_nucleus(requirements, chunk, catalog, load_task_works(conn), loads, settings.task_broker, settings.brokerage,
@@ -68,13 +87,30 @@ def explain_task(conn: Any, task_id: int, settings: Settings, now: datetime, dat
         if decision.throttled:
             summary.append(f"its queue {task.gshare}/{task.resource_type} is throttled: {decision.message}")
     if chunk.n_files:
-        sites = broker_job_sites(requirements, chunk, catalog, loads, settings.brokerage, throttle=settings.throttle)
+        closed = None
+        if is_analysis(requirements):
+            closed = recently_closed(conn, task_id, now - timedelta(hours=settings.brokerage.analysis_busy_hours))
+        sites = broker_job_sites(requirements, job_chunk, catalog, loads, settings.brokerage, throttle=settings.throttle, closed_recently=closed)
         report["brokerage"] = [_fate_row(row) for row in sites.rows()]
         summary.append(f"{len(sites.candidates)} sites can run its next jobs" if sites.ok else f"no site can run its next jobs ({sites.summary()})")
+        if sites.placement is not None and sites.placement.applies:
+            summary.append(_data_summary(sites.placement))
     elif task.status in ("ready", "running", "scouting"):
         summary.append("no released input is left to make jobs from")
     report["summary"] = "; ".join(summary) or "nothing holds it back"
     return report
+
+
+def _data_summary(placement: Any) -> str:
+    """One clause on where an analysis task's next jobs go relative to their data."""
+    holders = ", ".join(sorted(placement.holders)) or "none"
+    return {
+        "data": f"analysis: jobs go to the data (held at {holders})",
+        "no_data": "analysis: no candidate site holds the input; jobs go with a transfer of their input",
+        "timeout": f"analysis: every site with the data ({holders}) closed jobs of the task after ANALY_TIMEOUT; "
+                   "jobs go to idle sites with a transfer of their input",
+        "preassigned": f"analysis: the task's own site; the data is held at {holders}",
+    }[placement.mode]
 
 
 def _files_by_status(conn: Any, task_id: int) -> list[dict[str, Any]]:
@@ -85,6 +121,6 @@ def _fate_row(row: dict[str, Any]) -> dict[str, Any]:
     numbers = row.get("numbers") or {}
     return {"site": row["site"], "kept": row["kept"], "rule": row["rule"], "message": row["message"],
             "weight": round(row["weight"], 4) if row.get("weight") is not None else None,
-            "values": ", ".join(f"{k}={v}" for k, v in numbers.items())}
+            "values": ", ".join(f"{k}={v}" for k, v in numbers.items()), "data": row.get("data")}
 
 

@@ -6,7 +6,8 @@ In order, each over at most `watchdog.limit` tasks:
 1. leases that expired are released, and files a dead process left `picked` go back to `ready`;
 2. pending tasks go back to their old status after their wait -- or to `exhausted` after 7 days;
 3. exhausted tasks nobody touched for 48 h move to `finishing`;
-4. jobs past their timeouts are closed and their files placed again (engine.jobs.expiry);
+4. assigned jobs whose input has arrived at their site are activated (engine.watch.activation), then
+   jobs past their timeouts are closed and their files placed again (engine.jobs.expiry);
 5. tasks whose input keeps failing are throttled (120 min x n squared), and released again;
 6. running tasks nearly done get priority 900 and the Express share;
 7. running tasks whose jobs fail too often are paused (watchdog.pause_failure_rate, off by default);
@@ -44,6 +45,7 @@ from jedictl.engine.watch.policy import (
     throttle,
 )
 from jedictl.engine.commando.commands import Request, run_command, settle_pass
+from jedictl.engine.watch.activation import activate_assigned
 from jedictl.engine.jobs.expiry import close_expired_jobs
 from jedictl.engine.shares.global_shares import load_shares
 from jedictl.errors import BadInput, JedictlError
@@ -51,10 +53,12 @@ from jedictl.model import TASK_FOR_JOB_GENERATOR, DatasetType, TaskStatus
 from jedictl.store import task_leases
 from jedictl.store import tasks as task_store
 from jedictl.store import watchdog as store
+from jedictl.store.data_catalog import StoreDataCatalog
 
 S = TaskStatus
 BY = "jedictl watch"
 _PICKING = (S.READY, S.SCOUTING, S.RUNNING)
+_JOB_LIMIT = 10_000  # jobs looked at per pass by the job steps (activation; the expiry's own default)
 
 
 class _Guarded(Exception):
@@ -64,7 +68,7 @@ class _Guarded(Exception):
 def watch_pass(store: Any, settings: Settings, owner: str, now: datetime, limit: int | None = None) -> PassReport:
     """One pass of the watchdog; each action is one report item."""
     watchdog = Watchdog(store, settings, owner, now, limit or settings.watchdog.limit)
-    for step in (watchdog.leases, watchdog.pending, watchdog.exhausted, watchdog.job_timeouts, watchdog.throttle,
+    for step in (watchdog.leases, watchdog.pending, watchdog.exhausted, watchdog.activate, watchdog.job_timeouts, watchdog.throttle,
                  watchdog.release_throttled, watchdog.boost, watchdog.pause, watchdog.goals, watchdog.settle):
         try:
             step()
@@ -108,6 +112,11 @@ class Watchdog:
             rows = store.free_tasks(conn, [S.EXHAUSTED], self.now, self.limit, untouched_since=cutoff)
         for row in rows:
             self._apply(kick_exhausted(WatchedTask.from_row(row), self.now, self.watch), [S.EXHAUSTED])
+
+    def activate(self) -> None:
+        # Before the timeouts: a job whose input arrived is not closed for having waited for it.
+        for item in activate_assigned(self.store, self.now, _JOB_LIMIT, StoreDataCatalog):
+            self.report.add("activate", **item)
 
     def job_timeouts(self) -> None:
         expired = close_expired_jobs(self.store, self.settings, self.now)

@@ -94,3 +94,21 @@ def test_settings_are_honoured_and_the_batch_keeps_order():
     ]
     assert [e.job_id for e in expired_jobs(jobs, short, NOW)] == [1, 3]
     assert expired_jobs(jobs, SETTINGS, NOW) == ()
+
+
+def test_activated_analysis_jobs_expire_after_analy_timeout():
+    # seed 000: analysis jobs that get no CPU in 12 h (ANALY_TIMEOUT) are closed and placed again.
+    def job(label: str, status: str = "activated", hours: float = 13) -> JobTimes:
+        return JobTimes(1, status, 1000, "SITE", state_changed_at=NOW - timedelta(hours=hours), heartbeat_at=NOW,
+                        prod_source_label=label)
+
+    expiry = job_expiry(job("user"), SETTINGS, NOW)
+    assert expiry is not None and expiry.kill_code == 51 and expiry.reason == "activated for 13h (limit 12h)"
+    assert job_expiry(job("user", hours=11), SETTINGS, NOW) is None
+    assert job_expiry(job("managed"), SETTINGS, NOW) is None  # production keeps its 2 days
+    assert job_expiry(job("user", status="starting"), SETTINGS, NOW) is None  # starting: it got its CPU
+
+
+def test_assigned_jobs_wait_twelve_hours_for_their_input():
+    waiting = JobTimes(1, "assigned", 1000, "SITE", state_changed_at=NOW - timedelta(hours=12, minutes=5), prod_source_label="user")
+    assert job_expiry(waiting, SETTINGS, NOW).reason == "assigned for 12h5m (limit 12h)"
