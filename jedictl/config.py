@@ -261,6 +261,24 @@ class WatchdogSettings:
 
 
 @dataclass(frozen=True)
+class NotifySettings:
+    """Telling a task's owner that it ended (JEDI's post processor mails the owner; seed 001). Every
+    channel is off until configured; a failure to notify never holds a task back (docs/notifications.md)."""
+
+    smtp_host: str = _s("", "SMTP server that mails task owners when their task ends (empty: no mail)", "PostProcessorBase.sendMail")
+    smtp_port: int = _s(25, "SMTP port", "", low=1, high=65535)
+    mail_from: str = _s("jedictl@localhost", "sender address of the mails", "")
+    mail_domain: str = _s("", "owner address = user@mail_domain when `addresses` has none (empty: only listed users get mail)", "")
+    addresses: dict = _s({}, "owner name -> mail address", "")
+    webhook_url: str = _s("", "URL that gets the ended task's summary as a JSON POST (empty: none)", "")
+    command: list = _s([], "program (argument vector) run with the ended task's summary as JSON on stdin (empty: none)", "")
+    timeout_seconds: float = _s(10.0, "how long one channel may take", "", above=0)
+    max_attempts: int = _s(3, "passes that try a failing notification before it is given up", "", low=1)
+    max_age_hours: float = _s(72.0, "tasks that ended longer ago are not notified (a channel configured late mails no old tasks)", "", above=0)
+    limit: int = _s(100, "notifications sent per finalize pass", "", low=1)
+
+
+@dataclass(frozen=True)
 class HarvestSettings:
     """`jedictl harvest`: PanDA Harvester's submitter and monitor in one pass (docs/executing.md)."""
 
@@ -329,6 +347,7 @@ class Settings:
     pilot: PilotSettings = field(default_factory=PilotSettings)
     watchdog: WatchdogSettings = field(default_factory=WatchdogSettings)
     harvest: HarvestSettings = field(default_factory=HarvestSettings)
+    notify: NotifySettings = field(default_factory=NotifySettings)
     work_queues: list = _s(_DEFAULT_WORK_QUEUES, "work queue definitions (until queue-shares import)")
     global_shares: list = _s(_DEFAULT_GLOBAL_SHARES, "global share tree (until queue-shares import)")
     resource_types: list = _s(_DEFAULT_RESOURCE_TYPES, "resource types by cores and RAM per core")

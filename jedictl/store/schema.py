@@ -133,7 +133,15 @@ tasks = Table(
     # The scouts have run (set at the avalanche; JEDI's postScout): a task sent back to `defined` later
     # (incexec, a growing input) is not scouted again and gets its whole input released.
     Column("scouts_done", Boolean, nullable=False, default=False),
+    # The owner told of the end (engine/finalize/notify.py): a task is due when it is final and its
+    # `ended_at` is not the one `notified_for` holds, so a task that ends again is told again.
+    Column("notified_for", TIME),
+    Column("notify_attempts", Integer, nullable=False, default=0),
+    Column("notify_channels", String(64)),  # the channels that succeeded for this end (a retry skips them)
+    Column("notify_error", String(2000)),
+    Column("notify_claimed_until", TIME),  # a pass is sending it: others keep off until then
     Index("ix_tasks_status_priority", "status", "current_priority"),
+    Index("ix_tasks_ended_at", "ended_at"),
     Index("ix_tasks_user_name", "user_name"),
     Index("ix_tasks_parent_id", "parent_id"),
 )

@@ -40,6 +40,7 @@ from jedictl.engine.task.final_status import (
 from jedictl.engine.commando.commands import Request, run_command
 from jedictl.engine.finalize.scout_facts import scout_counts, scout_job, scout_request, task_values, thresholds
 from jedictl.engine.finalize.batch import finalize_batch
+from jedictl.engine.finalize.notify import notify_ended
 from jedictl.engine.finalize.scouts import early_avalanche_due, evaluate, measure
 from jedictl.engine.task.options import TaskOptions, options_from_dict
 from jedictl.errors import JedictlError, LeaseLost
@@ -61,13 +62,16 @@ def finalize_pass(store: Any, settings: Settings, owner: str, now: datetime, lim
     """One pass of the post processor over the store."""
     report = PassReport("finalize")
     candidates = completion.candidates(now, settings.scouts.min_success_fraction, settings.scouts.assessment_interval_minutes)
-    return leased_pass(
+    leased_pass(
         store, report, candidates, task_leases.BY_PRIORITY,
         lambda task_id: TaskFinalizer(store, task_id, settings, owner, now, report).run(),
         owner=owner, now=now, lease_seconds=settings.lease.seconds, limit=limit or settings.finalize.limit,
         claim_batch=settings.finalize.claim_batch,
         handle_batch=lambda ids: finalize_batch(store, ids, settings, owner, now, report),
     )
+    # After the final writes have committed: telling the owners can fail, never hold a task back.
+    notify_ended(store, settings, now, report)
+    return report
 
 
 class TaskFinalizer:
