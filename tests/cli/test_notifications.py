@@ -107,6 +107,9 @@ def test_the_owner_is_mailed_posted_and_run_once_per_end(cli, store, tmp_path, s
 
     again = cli.json("finalize", db=store, env=env)
     assert again["counts"]["notified"] == 0 and len(smtp.messages) == 1 and len(posted) == 1  # once per end
+    shown = cli.json("task", "show", str(task["task_id"]), db=store)["notified"]
+    assert shown["channels"] == ["mail", "webhook", "command"] and shown["attempts"] == 0 and shown["error"] is None
+    assert shown["for"] is not None
 
 
 def test_a_failing_channel_never_holds_the_task_back_is_retried_then_given_up_and_others_are_not_repeated(cli, store, tmp_path, webhook):

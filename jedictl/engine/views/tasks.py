@@ -55,6 +55,9 @@ def task_details(conn, task_id: int) -> dict[str, Any]:  # noqa: ANN001
         "resources": {name: getattr(row, name) for name in RESOURCES},
         "job_parameters": dataset_store.job_templates_of(conn, task_id),
         "lease_owner": row.lease_owner, "lease_expires_at": row.lease_expires_at,
+        # The owner told of the end `for` (docs/notifications.md): channels that succeeded, failed attempts, last error.
+        "notified": {"for": row.notified_for, "channels": row.notify_channels.split(",") if row.notify_channels else [],
+                     "attempts": row.notify_attempts, "error": row.notify_error},
         "created_at": row.created_at, "modified_at": row.modified_at, "state_changed_at": row.state_changed_at,
         "unknown_keys": list(params.unknown_keys or []),
         "datasets": [
