@@ -242,6 +242,8 @@ def main() -> None:
                 for row in workloads(backend, scale, Path(tmp), tuple(args.workloads.split(","))):
                     print(f"  x{row.scale:g} {row.name:15s} {row.objects:>9,} {row.unit:<12s} {row.seconds:8.2f} s  peak {row.peak_mb} MB",
                           flush=True)
+                    if row.ceiling:
+                        print(f"    {ceiling_summary([row])}", flush=True)
                     rows.append(row)
     print()
     print(f"{datetime.now():%Y-%m-%d}, {platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
