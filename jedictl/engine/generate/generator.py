@@ -2,11 +2,12 @@
 
 Per pass: load the catalogs and the sites' live load once; order the candidate tasks (round-robin
 across users, express lane); for each task ask the throttler about its share x resource type, lease
-the task, and then, one chunk of input per transaction: claim files `ready -> running`, broker sites
-for the chunk, split it site by site (a weighted draw per round of sub-chunks), build the jobs
-(engine.generate.job_builder) and write them in bulk, give the used records their job and return the rest to
-`ready`. A chunk either commits whole or not at all; a failure in one task (an unresolved placeholder,
-no site) leaves it `pending` with the reason and the pass goes on with the next task.
+the task, and then, one chunk of input per transaction: read the next ready files under lock, broker
+sites for the chunk, split it site by site (a weighted draw per round of sub-chunks), build the jobs
+(engine.generate.job_builder) and write them in bulk, and move the used records `ready -> running`
+with their job in one guarded write each (the rest stay `ready`). A chunk either commits whole or not
+at all; a failure in one task (an unresolved placeholder, no site) leaves it `pending` with the reason
+and the pass goes on with the next task.
 """
 
 from __future__ import annotations
@@ -238,7 +239,7 @@ class TaskGenerator:
         written = builder.write(conn, plan, {row.id: row for row in claimed}, secondary_rows, claimed_secondaries)
         for site, count in written.per_site.items():
             self._count(site, count, self._job_priority())
-        job_store.return_unused(conn, ({row.id for row in claimed} | claimed_secondaries) - written.used)
+        # Records read but put in no job were never written: they are still `ready` (store.jobs).
         used_masters = sum(len(sub.master) for _, sub in plan)
         return len(plan), max(used_masters, 1)
 
