@@ -236,7 +236,7 @@ class TaskGenerator:
             raise NoSite("the input fits no candidate site's limits" + (f" ({why})" if why else ""))
         secondary_rows = {row.id: row for _, rows, _ in secondaries for row in rows}
         claimed_secondaries = {row.id for _, rows, was_claimed in secondaries if was_claimed for row in rows}
-        written = builder.write(conn, plan, {row.id: row for row in claimed}, secondary_rows, claimed_secondaries)
+        written = builder.write(conn, plan, by_id, secondary_rows, claimed_secondaries)
         for site, count in written.per_site.items():
             self._count(site, count, self._job_priority())
         # Records read but put in no job were never written: they are still `ready` (store.jobs).

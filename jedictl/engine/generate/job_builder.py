@@ -107,6 +107,7 @@ class JobBuilder:
         self.ctx, self.settings, self.now = context, settings, now
         self._rtype_cache: dict[tuple[int, int | None], str | None] = {}
         self._site_cache: dict[str, SiteResources] = {}
+        self._uncapped_cache: dict[str, SiteResources] = {}
         self._planned: dict[int, tuple[Any, str, Any]] = {}  # id(sub-chunk) -> (it, site, resources) from `refusal`
 
     def write(self, conn: Any, plan: Sequence[tuple[Any, Any]], claimed: dict[int, Any], secondary_rows: dict[int, Any],
@@ -208,14 +209,13 @@ class JobBuilder:
         files = self._chunk_files(sub, masters)
         site_resources = self._site(site)
         direct_io = bool(site.direct_io)
+        # The written disk count is capped at the site's scratch; the need itself is not: computed once.
+        disk_mb = job_max_disk_count(self.ctx.resources, self._uncapped_site(site_resources), files, direct_io=direct_io)
         resources = plan_job_resources(self.ctx.resources, site_resources, files, self.settings, is_scout=self.ctx.scout,
-                                       direct_io=direct_io)
+                                       direct_io=direct_io, disk_need_mb=disk_mb)
         # `write` needs the very same resources for the sub-chunks the split keeps: computed once. The
         # entry holds the sub-chunk itself, so its id cannot be reused by another object meanwhile.
         self._planned[id(sub)] = (sub, site.name, resources)
-        # The written disk count is capped at the site's scratch; the need itself is not.
-        disk_mb = job_max_disk_count(self.ctx.resources, dataclasses.replace(site_resources, max_scratch_mb=None), files,
-                                     direct_io=direct_io)
         return site_refusal(resources, disk_mb, site.max_walltime, site.max_memory, site.max_scratch_mb)
 
     def _seeds(self, conn: Any, n: int) -> tuple[Any, ...]:
@@ -237,6 +237,12 @@ class JobBuilder:
         cached = self._site_cache.get(site.name)
         if cached is None:
             cached = self._site_cache[site.name] = SiteResources(site.name, site.core_count, site.core_power, site.max_walltime, site.max_scratch_mb)
+        return cached
+
+    def _uncapped_site(self, site: SiteResources) -> SiteResources:
+        cached = self._uncapped_cache.get(site.name)
+        if cached is None:
+            cached = self._uncapped_cache[site.name] = dataclasses.replace(site, max_scratch_mb=None)
         return cached
 
     def _resource_type(self, cores: int, ram: int | None) -> str | None:
