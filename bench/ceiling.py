@@ -14,7 +14,9 @@ the same rows into the store's own `files` table with its indexes (the claim ind
 the unique file key), which any workload must also maintain: on this machine they make the insert
 about 1.5x slower on SQLite and 5x slower on PostgreSQL. Goals are judged against R and C.
 
-The rows have the columns the feeder writes (store.files.RECORD_COLUMNS) and 60-odd-character LFNs; they
+The benchmarks measure the primitive just before and just after the workload and divide by the mean
+of the two: the load of this shared machine drifts within a minute, and one side alone was off by up
+to 2x. The rows have the columns the feeder writes (store.files.RECORD_COLUMNS) and 60-odd-character LFNs; they
 are built before the clock starts.
 
     python bench/ceiling.py [--rows 1000000] [--backend sqlite|postgresql|both] [--indexed]

@@ -8,7 +8,7 @@ write rows, update for those that change them), its target and the growth factor
 at x0.1: 10 is linear).
 
 Feed and generate (issue 18) measure their own ceiling in the same process just before the workload
-(bench/ceiling.py: R, a raw `sqlite3` executemany of the same number of `files` rows into a table with
+(bench/ceiling.py, the mean of a measure just before and one just after: R, a raw `sqlite3` executemany of the same number of `files` rows into a table with
 its primary key; C, a psycopg COPY of them; and, for the record, the same into the store's indexed table) and report `workload / primitive` against the goals (feed <= 1.5 R / <= 3 C, generate <= 5 R /
 <= 15 C), the growth within the task (the last 10 % of chunks against the first 10 %, goal <= 1.2x),
 `jedictl check` afterwards, and the load average when they started; a summary of those follows the table.
@@ -215,7 +215,8 @@ def ceiling_summary(rows: list[Row]) -> str:
         c = row.ceiling
         if not c:
             continue
-        lines.append(f"{row.name} {row.backend} x{row.scale:g}: {row.seconds:.2f} s / {c['primitive']} {c['primitive_s']:.2f} s = "
+        lines.append(f"{row.name} {row.backend} x{row.scale:g}: {row.seconds:.2f} s / {c['primitive']} {c['primitive_s']:.2f} s "
+                     f"(before {c['primitive_before_s']:.2f}, after {c['primitive_after_s']:.2f}) = "
                      f"{ceiling.verdict(row.name, row.backend, c['ratio'])}; {c['indexed_ratio']:.2f} x the same into the indexed files "
                      f"table ({c['indexed_s']:.2f} s); {ceiling.growth_verdict(c['growth'])} over {c['chunks']} chunks; "
                      f"check {c['check']}; load {c['load']}")
