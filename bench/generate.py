@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import sys
 import tempfile
 from pathlib import Path
@@ -28,7 +29,7 @@ from sqlalchemy import func, select  # noqa: E402
 from bench import ceiling  # noqa: E402
 from bench.chunk_timer import growth  # noqa: E402
 from bench.common import jedictl, scratch_store, step  # noqa: E402
-from bench.feed import build_catalog, check  # noqa: E402
+from bench.feed import _cpu_since, build_catalog, check  # noqa: E402
 from jedictl.store.database import create_store_engine  # noqa: E402
 from jedictl.store.schema import files, job_files, jobs, site_storage, sites  # noqa: E402
 
@@ -86,8 +87,10 @@ def run(backend: str, n_files: int, workdir: Path, chunk_times: Path | None = No
         indexed = ceiling.measure(backend, workdir, n_files, indexed=True)  # the same into the store's indexed table
         primitive_before = ceiling.measure(backend, workdir, n_files)  # R or C, just before the workload
         times_path = chunk_times or workdir / "generate-chunks.json"
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
         seconds, peak_mb, out = step(url, "generate", "--no-throttle", "-o", "json", env={"JEDICTL_GENERATE__N_FILES": str(n_files)},
                                      chunk_times=times_path)
+        cpu = _cpu_since(children)
         primitive_after = ceiling.measure(backend, workdir, n_files)  # and just after: the load drifts on this machine
         primitive = (primitive_before + primitive_after) / 2
         report = json.loads(out)
@@ -103,7 +106,7 @@ def run(backend: str, n_files: int, workdir: Path, chunk_times: Path | None = No
             "indexed_s": round(indexed, 2), "indexed_ratio": round(seconds / indexed, 2),
             "goal": ceiling.GOALS[("generate", backend)], "met": ratio <= ceiling.GOALS[("generate", backend)],
             "chunks": len(chunks), "growth": None if growth(chunks) is None else round(growth(chunks), 2),
-            "peak_rss_mb": peak_mb, "load": load, "check": consistent}
+            "cpu_s": round(cpu, 2), "peak_rss_mb": peak_mb, "load": load, "check": consistent}
 
 
 def _vacuum(url: str) -> None:
@@ -123,7 +126,7 @@ def main() -> None:
         for backend in (["sqlite", "postgresql"] if args.backend == "both" else [args.backend]):
             result = run(backend, args.files, Path(tmp))
             targets = [f"generate {ceiling.verdict('generate', backend, result['ratio'])}",
-                       f"{result['indexed_ratio']:.2f} x the indexed files table ({result['indexed_s']} s)", f"load {result['load']}", ceiling.growth_verdict(result["growth"]),
+                       f"{result['indexed_ratio']:.2f} x the indexed files table ({result['indexed_s']} s)", f"load {result['load']}", f"jedictl CPU {result['cpu_s']} s", ceiling.growth_verdict(result["growth"]),
                        f"check {result['check']}", f"peak {'<' if result['peak_rss_mb'] < 1536 else '>='} 1.5 GB"]
             if backend == "sqlite":
                 targets.append(f"{'<' if result['generate_s'] < 60 else '>='} 60 s")

@@ -218,7 +218,7 @@ def ceiling_summary(rows: list[Row]) -> str:
         lines.append(f"{row.name} {row.backend} x{row.scale:g}: {row.seconds:.2f} s / {c['primitive']} {c['primitive_s']:.2f} s "
                      f"(before {c['primitive_before_s']:.2f}, after {c['primitive_after_s']:.2f}) = "
                      f"{ceiling.verdict(row.name, row.backend, c['ratio'])}; {c['indexed_ratio']:.2f} x the same into the indexed files "
-                     f"table ({c['indexed_s']:.2f} s); {ceiling.growth_verdict(c['growth'])} over {c['chunks']} chunks; "
+                     f"table ({c['indexed_s']:.2f} s); jedictl CPU {c['cpu_s']:.2f} s; {ceiling.growth_verdict(c['growth'])} over {c['chunks']} chunks; "
                      f"check {c['check']}; load {c['load']}")
     return "\n".join(lines)
 
