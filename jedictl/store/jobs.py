@@ -50,8 +50,14 @@ def attemptable() -> Any:
                 or_(files.c.max_failure.is_(None), files.c.failed_attempt < files.c.max_failure))
 
 
-def claim_files(conn: Connection, dataset_id: int, limit: int) -> list[Row]:
-    """Up to `limit` ready, attemptable records of a dataset, lowest ids first, held for this transaction.
+def claim_files(conn: Connection, dataset_id: int, limit: int, after_id: int = 0) -> list[Row]:
+    """Up to `limit` ready, attemptable records of a dataset with ids above `after_id`, lowest first,
+    held for this transaction.
+
+    `after_id` lets a generator start where its previous chunk left off: on PostgreSQL the claim index
+    still holds an entry for every record an earlier chunk moved to running until vacuum removes it,
+    and a scan from the dataset's first id walked all of them again at every chunk (the last chunks of
+    a 1M-file task took 1.6-2.2x the first).
 
     PostgreSQL locks them and skips rows another transaction holds (SKIP LOCKED), so two generators never
     read the same record; SQLite's BEGIN IMMEDIATE makes the transaction the only writer. They are
@@ -59,7 +65,8 @@ def claim_files(conn: Connection, dataset_id: int, limit: int) -> list[Row]:
     """
     if limit <= 0:
         return []
-    query = (select(*CLAIM_COLUMNS).where(files.c.dataset_id == dataset_id, files.c.status == FileStatus.READY.value, attemptable())
+    query = (select(*CLAIM_COLUMNS).where(files.c.dataset_id == dataset_id, files.c.status == FileStatus.READY.value, attemptable(),
+                                          files.c.id > after_id)
              .order_by(files.c.id).limit(limit).with_for_update(skip_locked=True))
     return conn.execute(query).all()
 

@@ -144,6 +144,9 @@ class TaskGenerator:
         self.catalog, self.loads, self.factory = catalog, loads, factory
         self.start_loads = start_loads if start_loads is not None else dict(loads)
         self.sites = {site.name: site for site in catalog.sites}
+        # Per master dataset: every ready record up to this id was read by an earlier chunk of this run and
+        # is now in a job (store.jobs.claim_files reads on after it).
+        self.claimed_up_to: dict[int, int] = {}
 
     def run(self, max_jobs: int | None, merge_only: bool = False) -> tuple[int, str, str | None]:
         with self.store.read() as conn:
@@ -194,7 +197,7 @@ class TaskGenerator:
         for master in ctx.masters:
             left = master.n_files_to_be_used - master.n_files_used
             # JEDI reads more than it needs only for whole chunks; jedictl claims what is released.
-            rows = job_store.claim_files(conn, master.id, min(left, n_files - len(claimed)))
+            rows = job_store.claim_files(conn, master.id, min(left, n_files - len(claimed)), self.claimed_up_to.get(master.id, 0))
             claimed.extend(rows)
             if len(claimed) >= n_files:
                 break
@@ -239,7 +242,13 @@ class TaskGenerator:
         written = builder.write(conn, plan, by_id, secondary_rows, claimed_secondaries)
         for site, count in written.per_site.items():
             self._count(site, count, self._job_priority())
-        # Records read but put in no job were never written: they are still `ready` (store.jobs).
+        # Records read but put in no job were never written: they are still `ready` (store.jobs). The next
+        # chunk reads on from the first of them, or from the last record read when every one was used.
+        for master in ctx.masters:
+            ids = [row[0] for row in claimed if row[9] == master.id]
+            if ids:
+                unused = [record_id for record_id in ids if record_id not in written.used]
+                self.claimed_up_to[master.id] = min(unused) - 1 if unused else ids[-1]
         used_masters = sum(len(sub.master) for _, sub in plan)
         return len(plan), max(used_masters, 1)
 
