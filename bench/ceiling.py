@@ -12,7 +12,7 @@ These are the primitives of issue 18 and of the research note (performance.md C.
 primary key but not the store's secondary indexes. For the record, `measure(..., indexed=True)` times
 the same rows into the store's own `files` table with its indexes (the claim index, the task index and
 the unique file key), which any workload must also maintain: on this machine they make the insert
-about 1.5x slower on SQLite and 5x slower on PostgreSQL. Goals are judged against R and C.
+1.2-1.9x slower on SQLite and 2-3.3x slower on PostgreSQL. Goals are judged against R and C.
 
 The benchmarks measure the primitive just before and just after the workload and divide by the mean
 of the two: the load of this shared machine drifts within a minute, and one side alone was off by up
