@@ -99,7 +99,7 @@ class TaskContext:
 @dataclass(frozen=True)
 class Written:
     per_site: dict[str, int]
-    used: frozenset[int]  # claimed records now in a job (the others go back to ready)
+    used: frozenset[int]  # records read for the chunk that are now in a job (the others stay ready)
 
 
 class JobBuilder:
