@@ -56,18 +56,23 @@ def jedictl(url: str, *args: str, stdin: str | None = None, env: dict[str, str] 
                           check=True, env={**os.environ, **(env or {})}).stdout
 
 
-def step(url: str, *args: str, env: dict[str, str] | None = None, stdin_path: Path | None = None) -> tuple[float, int, str]:
+def step(url: str, *args: str, env: dict[str, str] | None = None, stdin_path: Path | None = None,
+         chunk_times: Path | None = None) -> tuple[float, int, str]:
     """One timed jedictl process: (seconds, its peak RSS in MB, stdout). Exit 1 (a pass met errors,
     e.g. a simulated failure it reported) is accepted; anything else stops the benchmark.
 
     The peak is the child's own high-water mark (VmHWM), sampled while it runs: the rusage of a
-    child (wait4) includes the size of the parent it was forked from, which for run_all is large."""
+    child (wait4) includes the size of the parent it was forked from, which for run_all is large.
+
+    With `chunk_times`, the command runs under bench/chunk_timer.py, which writes the seconds of each
+    chunk of its work there (growth within one task)."""
     started = time.perf_counter()
     stdin = open(stdin_path) if stdin_path else subprocess.DEVNULL
     peak_kb = 0
     try:
         with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as errors:
-            process = subprocess.Popen([sys.executable, "-m", "jedictl", *args, "--db", url], stdin=stdin, stdout=out, stderr=errors,
+            program = [str(Path(__file__).parent / "chunk_timer.py"), str(chunk_times)] if chunk_times else ["-m", "jedictl"]
+            process = subprocess.Popen([sys.executable, *program, *args, "--db", url], stdin=stdin, stdout=out, stderr=errors,
                                        text=True, env={**os.environ, **(env or {})})
             try:
                 while process.poll() is None:

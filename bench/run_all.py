@@ -7,6 +7,12 @@ work), objects per second, the ratio of that rate to the raw row rate (insert fo
 write rows, update for those that change them), its target and the growth factor (time at x1 / time
 at x0.1: 10 is linear).
 
+Feed and generate (issue 18) measure their own ceiling in the same process just before the workload
+(bench/ceiling.py, the mean of a measure just before and one just after: R, a raw `sqlite3` executemany of the same number of `files` rows into a table with
+its primary key; C, a psycopg COPY of them; and, for the record, the same into the store's indexed table) and report `workload / primitive` against the goals (feed <= 1.5 R / <= 3 C, generate <= 5 R /
+<= 15 C), the growth within the task (the last 10 % of chunks against the first 10 %, goal <= 1.2x),
+`jedictl check` afterwards, and the load average when they started; a summary of those follows the table.
+
     python bench/run_all.py [--backend sqlite|postgresql|both] [--scales 0.1,1] [--json FILE]
 
 Workloads (x1): feed 1,000,000 files; generate 100,000 jobs from 1,000,000 files; ingest 100,000 job
@@ -33,7 +39,7 @@ from typing import Any, Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import end_to_end, feed, generate, harvest, lifecycle, pilot, report  # noqa: E402
+from bench import ceiling, end_to_end, feed, generate, harvest, lifecycle, pilot, report  # noqa: E402
 from bench.common import scratch_store  # noqa: E402
 
 RAW_ROWS = 200_000
@@ -89,10 +95,11 @@ class Row:
     """One workload at one scale, normalised for the table."""
 
     def __init__(self, name: str, backend: str, scale: float, objects: int, unit: str, seconds: float, peak_mb: int | None,
-                 raw_kind: str | None, rows: int | None, target: str, met: bool | None, note: str = ""):
+                 raw_kind: str | None, rows: int | None, target: str, met: bool | None, note: str = "", ceiling: dict | None = None):
         self.name, self.backend, self.scale, self.objects, self.unit = name, backend, scale, objects, unit
         self.seconds, self.peak_mb, self.raw_kind, self.rows = seconds, peak_mb, raw_kind, rows
         self.target, self.met, self.note = target, met, note
+        self.ceiling = ceiling  # feed and generate: primitive, its seconds, the ratio, goal, growth, load, check
 
     def as_dict(self) -> dict[str, Any]:
         return dict(vars(self))
@@ -109,13 +116,16 @@ def workloads(backend: str, scale: float, workdir: Path, chosen: tuple[str, ...]
     if "feed" in chosen:
         result = feed.run(backend, n, workdir)
         yield Row("feed", backend, scale, n, "files", result["feed_s"], result["peak_rss_mb"], "insert", n,
-                  "SQLite < 30 s at x1, < 1 GB" if sqlite else "< 1 GB",
-                  result["peak_rss_mb"] < 1024 and (not sqlite or scale < 1 or result["feed_s"] < 30))
+                  f"<= {result['goal']:g} {result['primitive']}, < 1 GB",
+                  result["met"] and result["peak_rss_mb"] < 1024 and result["check"] == "consistent",
+                  f"check {result['check']}", ceiling=result)
     if "generate" in chosen:
         result = generate.run(backend, n, workdir)
         yield Row("generate", backend, scale, result["jobs"], "jobs", result["generate_s"], result["peak_rss_mb"], "insert",
-                  result["rows_written"], "SQLite < 60 s at x1, < 1.5 GB" if sqlite else "< 1.5 GB",
-                  result["peak_rss_mb"] < 1536 and (not sqlite or scale < 1 or result["generate_s"] < 60))
+                  result["rows_written"], f"<= {result['goal']:g} {result['primitive']}, growth <= {ceiling.GROWTH_GOAL}x, < 1.5 GB",
+                  result["met"] and (result["growth"] is None or result["growth"] <= ceiling.GROWTH_GOAL)
+                  and result["peak_rss_mb"] < 1536 and result["check"] == "consistent",
+                  f"check {result['check']}", ceiling=result)
     if "report" in chosen:
         n_jobs = int(100_000 * scale)
         result = report.run(backend, n_jobs, workdir)
@@ -185,7 +195,9 @@ def table(rows: list[Row], raw: dict[str, dict[str, float]]) -> str:
         small = scales.get(min(scales)) if len(scales) > 1 else None
         rate = big.objects / big.seconds if big.seconds else 0
         ratio = "-"
-        if big.raw_kind and big.rows and backend in raw:
+        if big.ceiling:
+            ratio = f"{big.ceiling['ratio']:.2f} {big.ceiling['primitive']}"
+        elif big.raw_kind and big.rows and backend in raw:
             ratio = f"{(big.rows / big.seconds) / raw[backend][big.raw_kind]:.2f}"
         growth = f"{big.seconds / small.seconds:.1f}" if small and small.seconds else "-"
         met = "-" if big.met is None else ("yes" if big.met else "NO")
@@ -193,6 +205,21 @@ def table(rows: list[Row], raw: dict[str, dict[str, float]]) -> str:
         lines.append(f"| {name}{note} | {backend} | {big.objects:,} {big.unit} | {big.seconds:.2f} | {rate:,.0f} | "
                      f"{big.peak_mb if big.peak_mb is not None else '-'} | {ratio} | {small.seconds if small else '-'} | {growth} | "
                      f"{big.target} | {met} |")
+    return "\n".join(lines)
+
+
+def ceiling_summary(rows: list[Row]) -> str:
+    """Issue 18: each feed and generate measured against its own ceiling, at every scale."""
+    lines = []
+    for row in rows:
+        c = row.ceiling
+        if not c:
+            continue
+        lines.append(f"{row.name} {row.backend} x{row.scale:g}: {row.seconds:.2f} s / {c['primitive']} {c['primitive_s']:.2f} s "
+                     f"(before {c['primitive_before_s']:.2f}, after {c['primitive_after_s']:.2f}) = "
+                     f"{ceiling.verdict(row.name, row.backend, c['ratio'])}; {c['indexed_ratio']:.2f} x the same into the indexed files "
+                     f"table ({c['indexed_s']:.2f} s); jedictl CPU {c['cpu_s']:.2f} s; {ceiling.growth_verdict(c['growth'])} over {c['chunks']} chunks; "
+                     f"check {c['check']}; load {c['load']}")
     return "\n".join(lines)
 
 
@@ -217,6 +244,8 @@ def main() -> None:
                 for row in workloads(backend, scale, Path(tmp), tuple(args.workloads.split(","))):
                     print(f"  x{row.scale:g} {row.name:15s} {row.objects:>9,} {row.unit:<12s} {row.seconds:8.2f} s  peak {row.peak_mb} MB",
                           flush=True)
+                    if row.ceiling:
+                        print(f"    {ceiling_summary([row])}", flush=True)
                     rows.append(row)
     print()
     print(f"{datetime.now():%Y-%m-%d}, {platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
@@ -225,6 +254,10 @@ def main() -> None:
         print(f"raw rates {backend}: insert {rates['insert']:,.0f} rows/s, update {rates['update']:,.0f} rows/s")
     print()
     print(table(rows, raw))
+    summary = ceiling_summary(rows)
+    if summary:
+        print()
+        print(summary)
     if args.json:
         Path(args.json).write_text(json.dumps({"raw": raw, "rows": [row.as_dict() for row in rows]}, indent=1))
 

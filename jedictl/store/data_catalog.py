@@ -4,6 +4,7 @@ the named operations behind `jedictl data ...`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable, Iterator, Sequence
 
@@ -20,6 +21,25 @@ from jedictl.store.schema import (
     catalog_replicas,
     storage_endpoints,
 )
+
+@dataclass(frozen=True)
+class CopyTarget:
+    """Where and how `StoreDataCatalog.copy_records` writes a dataset's records (the values the
+    feeder's bulk path gives every record of it)."""
+
+    task_id: int
+    dataset_id: int
+    type: str
+    status: str
+    max_attempt: int | None
+    max_failure: int | None
+    keep_track: bool
+    first_event: int
+    created_at: datetime
+    events_per_file: int | None = None
+    use_real_num_events: bool = False
+    max_files: int | None = None
+
 
 FILE_COLUMNS = ("dataset_id", "scope", "lfn", "guid", "size", "checksum", "n_events", "run", "lumi_blocks", "created_at")
 
@@ -62,6 +82,49 @@ class StoreDataCatalog:
                 return
             yield [CatalogFile(*row[:7], tuple(row[7]) if row[7] is not None else None) for row in rows]
             last = rows[-1][0]
+
+    def copy_records(self, dataset: str, into: CopyTarget) -> int:
+        """Write the file records of catalog dataset `dataset` straight into the task's `files`, in one
+        `INSERT ... SELECT` inside the store (no row crosses into Python); returns how many.
+
+        The store-backed catalog's fast path for a first feed (engine.feed.feeder): the records are what
+        engine.feed.records.expand makes of the files in LFN order for a plain spec -- a file's events
+        (`events_per_file` when given, the catalog's count only with `use_real_num_events`), its first
+        lumi block, the task-wide ${FIRSTEVENT} numbering continued from `first_event` (a running sum of
+        the events before it), at most `max_files` files."""
+        from jedictl.store.files import RECORD_COLUMNS
+
+        dataset_id = self.conn.execute(select(catalog_datasets.c.id).where(catalog_datasets.c.name == dataset)).scalar_one_or_none()
+        if dataset_id is None or into.max_files == 0:
+            return 0
+        pg = self.conn.dialect.name == "postgresql"
+
+        def bound(sql_type: str) -> str:  # PostgreSQL is told each parameter's type (a NULL would be text)
+            return f"CAST(%s AS {sql_type})" if pg else "?"
+
+        per_file = bound("BIGINT")
+        if into.events_per_file is None:
+            events, event_params = "n_events", ()
+        elif into.use_real_num_events:
+            events, event_params = f"COALESCE(n_events, {per_file})", (into.events_per_file,)
+        else:
+            events, event_params = per_file, (into.events_per_file,)
+        lumi = "CAST(lumi_blocks ->> 0 AS BIGINT)" if pg else "json_extract(lumi_blocks, '$[0]')"
+        limit = f" LIMIT {bound('BIGINT')}" if into.max_files is not None else ""
+        before = "COALESCE(SUM(COALESCE(events, 0)) OVER (ORDER BY lfn ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)"
+        integer, name = bound("INTEGER"), bound("VARCHAR")
+        statement = (
+            f"INSERT INTO files ({', '.join(RECORD_COLUMNS)}) "
+            f"SELECT {bound('BIGINT')}, {bound('BIGINT')}, lfn, guid, scope, size, checksum, {name}, {name}, 0, {integer}, 0, {integer}, "
+            f"{bound('BOOLEAN')}, events, NULL, NULL, "
+            f"CASE WHEN events IS NULL THEN NULL ELSE {bound('BIGINT')} + {'CAST(' + before + ' AS BIGINT)' if pg else before} END, "
+            f"lumi, {bound('TIMESTAMP')} "
+            f"FROM (SELECT lfn, guid, scope, size, checksum, {events} AS events, {lumi} AS lumi FROM catalog_files "
+            f"WHERE dataset_id = {bound('BIGINT')} ORDER BY lfn{limit}) picked ORDER BY lfn"
+        )
+        params = (into.task_id, into.dataset_id, into.type, into.status, into.max_attempt, into.max_failure, into.keep_track,
+                  into.first_event, into.created_at, *event_params, dataset_id, *((into.max_files,) if limit else ()))
+        return self.conn.exec_driver_sql(statement, params).rowcount
 
     def replicas(self, dataset: str) -> list[Replica]:
         rows = self.conn.execute(

@@ -117,6 +117,14 @@ def select_files(batches: Iterable[list[CatalogFile]], spec: FeedSpec) -> Iterat
         yield file
 
 
+def copyable(spec: FeedSpec) -> bool:
+    """Whether `expand(select_files(...))` makes one record per catalog file, in LFN order, with nothing
+    but the file's own values, nEventsPerInputFile, the running ${FIRSTEVENT} and the nFiles cap: then a
+    catalog inside the store can write the records itself (StoreDataCatalog.copy_records)."""
+    return not (spec.event_level or spec.needs_whole_list or spec.include or spec.exclude or spec.offset or spec.skip_lfns
+                or spec.skip_ranges or spec.max_events is not None or spec.skip_short_input)
+
+
 def events_alignment_key(file: CatalogFile, spec: FeedSpec) -> tuple[int, int, str]:
     """JEDI's eventsAlignment order (insertFilesForDataset_JEDI): files whose event count is a multiple of
     nEventsPerJob first, then by descending events, then by name -- so whole jobs come before short ones."""

@@ -2,11 +2,12 @@
 
 Per pass: load the catalogs and the sites' live load once; order the candidate tasks (round-robin
 across users, express lane); for each task ask the throttler about its share x resource type, lease
-the task, and then, one chunk of input per transaction: claim files `ready -> running`, broker sites
-for the chunk, split it site by site (a weighted draw per round of sub-chunks), build the jobs
-(engine.generate.job_builder) and write them in bulk, give the used records their job and return the rest to
-`ready`. A chunk either commits whole or not at all; a failure in one task (an unresolved placeholder,
-no site) leaves it `pending` with the reason and the pass goes on with the next task.
+the task, and then, one chunk of input per transaction: read the next ready files under lock, broker
+sites for the chunk, split it site by site (a weighted draw per round of sub-chunks), build the jobs
+(engine.generate.job_builder) and write them in bulk, and move the used records `ready -> running`
+with their job in one guarded write each (the rest stay `ready`). A chunk either commits whole or not
+at all; a failure in one task (an unresolved placeholder, no site) leaves it `pending` with the reason
+and the pass goes on with the next task.
 """
 
 from __future__ import annotations
@@ -144,6 +145,9 @@ class TaskGenerator:
         self.catalog, self.loads, self.factory = catalog, loads, factory
         self.start_loads = start_loads if start_loads is not None else dict(loads)
         self.sites = {site.name: site for site in catalog.sites}
+        # Per master dataset: every ready record up to this id was read by an earlier chunk of this run and
+        # is now in a job (store.jobs.claim_files reads on after it).
+        self.claimed_up_to: dict[int, int] = {}
 
     def run(self, max_jobs: int | None, merge_only: bool = False) -> tuple[int, str, str | None]:
         with self.store.read() as conn:
@@ -199,7 +203,7 @@ class TaskGenerator:
         for master in ctx.masters:
             left = master.n_files_to_be_used - master.n_files_used
             # JEDI reads more than it needs only for whole chunks; jedictl claims what is released.
-            rows = job_store.claim_files(conn, master.id, min(left, n_files - len(claimed)))
+            rows = job_store.claim_files(conn, master.id, min(left, n_files - len(claimed)), self.claimed_up_to.get(master.id, 0))
             claimed.extend(rows)
             if len(claimed) >= n_files:
                 break
@@ -256,11 +260,17 @@ class TaskGenerator:
             raise NoSite("the input fits no candidate site's limits" + (f" ({why})" if why else ""))
         secondary_rows = {row.id: row for _, rows, _ in secondaries for row in rows}
         claimed_secondaries = {row.id for _, rows, was_claimed in secondaries if was_claimed for row in rows}
-        written = builder.write(conn, plan, {row.id: row for row in claimed}, secondary_rows, claimed_secondaries,
-                                self._transfers(brokerage, claimed))
+        written = builder.write(conn, plan, by_id, secondary_rows, claimed_secondaries, self._transfers(brokerage, claimed))
         for site, count in written.per_site.items():
             self._count(site, count, self._job_priority(), written.assigned.get(site, 0))
-        job_store.return_unused(conn, ({row.id for row in all_claimed} | claimed_secondaries) - written.used)
+        # Records read but put in no job were never written: they are still `ready` (store.jobs). The next
+        # chunk reads on from the first of them, or from the last record read when every one was used --
+        # those an analysis chunk left for another location included (all that was read, not only kept).
+        for master in ctx.masters:
+            ids = [row[0] for row in all_claimed if row[9] == master.id]
+            if ids:
+                unused = [record_id for record_id in ids if record_id not in written.used]
+                self.claimed_up_to[master.id] = min(unused) - 1 if unused else ids[-1]
         used_masters = sum(len(sub.master) for _, sub in plan)
         return len(plan), max(used_masters, 1)
 

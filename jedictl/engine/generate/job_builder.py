@@ -33,7 +33,7 @@ from jedictl.engine.jobs.resources import (
 from jedictl.engine.task.options import TaskOptions, options_from_dict
 from jedictl.engine.shares.resource_types import ResourceTypeDef, load_resource_types, match_resource_type
 from jedictl.engine.task.templates import InputStream, JobContext, OutputFile, render_job_parameters
-from jedictl.model import DatasetType, JobStatus, TaskStatus
+from jedictl.model import DatasetType, FileStatus, JobStatus, TaskStatus
 from jedictl.store import datasets as dataset_store
 from jedictl.store import jobs as job_store
 from jedictl.store import tasks as task_store
@@ -99,7 +99,7 @@ class TaskContext:
 @dataclass(frozen=True)
 class Written:
     per_site: dict[str, int]
-    used: frozenset[int]  # claimed records now in a job (the others go back to ready)
+    used: frozenset[int]  # records read for the chunk that are now in a job (the others stay ready)
     assigned: dict[str, int] = dataclasses.field(default_factory=dict)  # of per_site: jobs waiting `assigned` for input
 
 
@@ -118,6 +118,8 @@ class JobBuilder:
         self.ctx, self.settings, self.now = context, settings, now
         self._rtype_cache: dict[tuple[int, int | None], str | None] = {}
         self._site_cache: dict[str, SiteResources] = {}
+        self._uncapped_cache: dict[str, SiteResources] = {}
+        self._planned: dict[int, tuple[Any, str, Any]] = {}  # id(sub-chunk) -> (it, site, resources) from `refusal`
 
     def write(self, conn: Any, plan: Sequence[tuple[Any, Any]], claimed: dict[int, Any], secondary_rows: dict[int, Any],
               claimed_secondaries: set[int], transfers: Mapping[str, InputTransfer] | None = None) -> Written:
@@ -140,7 +142,8 @@ class JobBuilder:
         shared = (task.id, "normal", task.nucleus, task.work_queue, task.gshare, task.prod_source_label, task.processing_type, task.vo,
                   task.working_group, task.trans_path, task.architecture, task.trans_uses, task.trans_home, task.container_name, now, now, now)
         status, scout, source_url, template, unmerged = JobStatus.ACTIVATED.value, ctx.scout, task.source_url, ctx.job_template, ctx.merge
-        job_rows, file_rows, output_rows, seed_rows, retries, reused_seeds = [], [], [], [], [], []
+        running = FileStatus.RUNNING.value
+        job_rows, file_rows, output_rows, seed_rows, retries, reused_seeds, started = [], [], [], [], [], [], []
         per_site: dict[str, int] = defaultdict(int)
         assigned: dict[str, int] = defaultdict(int)
         used: dict[int, set[int]] = defaultdict(set)
@@ -151,8 +154,12 @@ class JobBuilder:
             missing = {row[C_LFN] for row in masters if row[C_LFN] not in transfer.held} if transfer else set()
             fetch_to = transfer.endpoint if missing else None
             job_status = JobStatus.ASSIGNED.value if missing else status
-            resources = plan_job_resources(ctx.resources, self._site(site), self._chunk_files(sub, masters), self.settings,
-                                           is_scout=scout, direct_io=bool(site.direct_io))
+            planned = self._planned.get(id(sub))
+            if planned is not None and planned[0] is sub and planned[1] == site.name:
+                resources = planned[2]
+            else:
+                resources = plan_job_resources(ctx.resources, self._site(site), self._chunk_files(sub, masters), self.settings,
+                                               is_scout=scout, direct_io=bool(site.direct_io))
             outputs = names.jobs[index]
             seed = seeds[index] if seeds else None
             master_stream = streams[sub.master[0].dataset_id]
@@ -175,6 +182,7 @@ class JobBuilder:
                 file_rows.append((job_id, task.id, row[C_DATASET], row[C_ID], row[C_LFN], streams[row[C_DATASET]][2], row[C_ATTEMPT], "ready",
                                   row[C_SCOPE], row[C_GUID], row[C_SIZE], row[C_CHECKSUM], fetch_to if row[C_LFN] in missing else None))
                 used[row[C_DATASET]].add(row[C_ID])
+                started.append((job_id, now, running, row[C_ID]))
                 if row[C_ATTEMPT]:
                     previous.append(row[C_JOB])
             for records in sub.secondaries:
@@ -184,11 +192,12 @@ class JobBuilder:
                                       "ready", row[C_SCOPE], row[C_GUID], row[C_SIZE], row[C_CHECKSUM], None))
                     if row[C_ID] in claimed_secondaries:
                         used[row[C_DATASET]].add(row[C_ID])
+                        started.append((job_id, now, running, row[C_ID]))
             if seed is not None:
                 seed_id = seed.file_id if seed.file_id is not None else next(record_ids)
                 if seed.file_id is None:
                     seed_rows.append((seed_id, task.id, ctx.seed_dataset.id, str(seed.value), DatasetType.RANDOM_SEED.value, "running",
-                                      0, 0, True, seed.value, job_id, now))
+                                      0, 0, True, seed.value, job_id, now, now))
                 else:
                     reused_seeds.append((seed.file_id, job_id))
                 used[ctx.seed_dataset.id].add(seed_id)
@@ -205,7 +214,7 @@ class JobBuilder:
             if missing:
                 assigned[site.name] += 1
         job_store.write_jobs(conn, job_rows, file_rows, output_rows, seed_rows, retries)
-        job_store.start_used_files(conn, min(job_ids), max(job_ids), now)
+        job_store.start_files(conn, started)
         job_store.start_seeds(conn, reused_seeds)
         if ctx.seed_dataset is not None:
             job_store.count_new_seeds(conn, ctx.seed_dataset.id, len(seed_rows), now)
@@ -221,11 +230,13 @@ class JobBuilder:
         files = self._chunk_files(sub, masters)
         site_resources = self._site(site)
         direct_io = bool(site.direct_io)
+        # The written disk count is capped at the site's scratch; the need itself is not: computed once.
+        disk_mb = job_max_disk_count(self.ctx.resources, self._uncapped_site(site_resources), files, direct_io=direct_io)
         resources = plan_job_resources(self.ctx.resources, site_resources, files, self.settings, is_scout=self.ctx.scout,
-                                       direct_io=direct_io)
-        # The written disk count is capped at the site's scratch; the need itself is not.
-        disk_mb = job_max_disk_count(self.ctx.resources, dataclasses.replace(site_resources, max_scratch_mb=None), files,
-                                     direct_io=direct_io)
+                                       direct_io=direct_io, disk_need_mb=disk_mb)
+        # `write` needs the very same resources for the sub-chunks the split keeps: computed once. The
+        # entry holds the sub-chunk itself, so its id cannot be reused by another object meanwhile.
+        self._planned[id(sub)] = (sub, site.name, resources)
         return site_refusal(resources, disk_mb, site.max_walltime, site.max_memory, site.max_scratch_mb)
 
     def _seeds(self, conn: Any, n: int) -> tuple[Any, ...]:
@@ -247,6 +258,12 @@ class JobBuilder:
         cached = self._site_cache.get(site.name)
         if cached is None:
             cached = self._site_cache[site.name] = SiteResources(site.name, site.core_count, site.core_power, site.max_walltime, site.max_scratch_mb)
+        return cached
+
+    def _uncapped_site(self, site: SiteResources) -> SiteResources:
+        cached = self._uncapped_cache.get(site.name)
+        if cached is None:
+            cached = self._uncapped_cache[site.name] = dataclasses.replace(site, max_scratch_mb=None)
         return cached
 
     def _resource_type(self, cores: int, ram: int | None) -> str | None:

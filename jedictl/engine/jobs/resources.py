@@ -86,8 +86,10 @@ class JobResources:
 
 def plan_job_resources(task: TaskResources, site: SiteResources, files: Sequence[ChunkFile], settings: Settings, *,
                        is_scout: bool = False, is_merge: bool = False, direct_io: bool = False,
-                       merge_default_ram_mb: int = 2000, merge_max_walltime_hours: float | None = None) -> JobResources:
-    """Every resource column of one job (jedi-inventory §6.7)."""
+                       merge_default_ram_mb: int = 2000, merge_max_walltime_hours: float | None = None,
+                       disk_need_mb: int | None = None) -> JobResources:
+    """Every resource column of one job (jedi-inventory §6.7). `disk_need_mb`: the job's scratch need
+    before the site's cap, when the caller has it already (job_max_disk_count without max_scratch_mb)."""
     # One pass over the files (this runs for every job of a big task); same values as job_attempt_nr etc.
     attempt_nr, chunk_ram, master_events = 1, 0, 0
     for f in files:
@@ -108,7 +110,8 @@ def plan_job_resources(task: TaskResources, site: SiteResources, files: Sequence
                                                 merge_default_ram_mb=merge_default_ram_mb)),
         max_walltime=_column(walltime),
         max_cpu_count=_column(cpu_count, INT64_MAX),
-        max_disk_count=_column(job_max_disk_count(task, site, files, is_merge, direct_io)),
+        max_disk_count=_column(job_max_disk_count(task, site, files, is_merge, direct_io) if disk_need_mb is None
+                               else cap_scratch(disk_need_mb, site.max_scratch_mb)),
         assigned_priority=priority,
         current_priority=priority,
     )
@@ -201,9 +204,13 @@ def job_max_disk_count(task: TaskResources, site: SiteResources, files: Sequence
         masters = [f for f in files if f.is_master]
         scale = sum(_events(f) for f in masters) if per_event else sum(_effective_size(f) for f in masters)
         total = per_unit * scale + work_bytes + (0 if direct_io else input_bytes)
-    megabytes = int(min(total / _MB, INT64_MAX))
-    if site.max_scratch_mb and megabytes > site.max_scratch_mb:
-        return site.max_scratch_mb
+    return cap_scratch(int(min(total / _MB, INT64_MAX)), site.max_scratch_mb)
+
+
+def cap_scratch(megabytes: int, max_scratch_mb: int | None) -> int:
+    """A scratch need as written on the job: at most the site's maxwdir (0 or None: no cap)."""
+    if max_scratch_mb and megabytes > max_scratch_mb:
+        return max_scratch_mb
     return megabytes
 
 

@@ -129,9 +129,27 @@ def render_job_parameters(template: str, job: JobContext) -> RenderedParameters:
             text = re.sub(r"\s?--[^=\s]+=\$\{" + re.escape(stream) + r"\}", "", text)
             streams.pop(stream, None)
     renderer = _Renderer(job, streams, datasets, set(dropped))
-    text = _PLACEHOLDER.sub(renderer.replace, text)
-    text = _rewrite_final_names(text, job.outputs)
+    literals, placeholders = _compiled(text)
+    parts = [literals[0]]
+    for placeholder, literal in zip(placeholders, literals[1:]):  # left to right, as re.sub would call it
+        parts.append(renderer.replace(placeholder))
+        parts.append(literal)
+    text = _rewrite_final_names("".join(parts), job.outputs)
     return RenderedParameters(text=text, dropped_outputs=dropped, input_list_files=tuple(renderer.list_files.items()))
+
+
+@lru_cache(maxsize=256)
+def _compiled(template: str) -> tuple[tuple[str, ...], tuple[re.Match[str], ...]]:
+    """A template cut once into its literal text and its placeholders (n + 1 literals around n
+    placeholders): every job of a task renders the same template, so the scan for placeholders is done
+    once per task, not once per job (issue 18). The matches are only read (`group`), never changed."""
+    literals, placeholders, end = [], [], 0
+    for match in _PLACEHOLDER.finditer(template):
+        literals.append(template[end:match.start()])
+        placeholders.append(match)
+        end = match.end()
+    literals.append(template[end:])
+    return tuple(literals), tuple(placeholders)
 
 
 @lru_cache(maxsize=256)
