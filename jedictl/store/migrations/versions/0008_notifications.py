@@ -29,7 +29,8 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("tasks") as batch:
-        batch.drop_index("ix_tasks_ended_at")
-        for name in ("notify_claimed_until", "notify_error", "notify_channels", "notify_attempts", "notified_for"):
-            batch.drop_column(name)
+    # Plain ALTER TABLE ... DROP COLUMN (SQLite >= 3.35), not a batch: a batch rebuilds `tasks` on SQLite,
+    # and dropping the old table cascades to every row that references a task (datasets, jobs ...).
+    op.drop_index("ix_tasks_ended_at", table_name="tasks")
+    for name in ("notify_claimed_until", "notify_error", "notify_channels", "notify_attempts", "notified_for"):
+        op.execute(f"ALTER TABLE tasks DROP COLUMN {name}")
