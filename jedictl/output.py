@@ -119,7 +119,8 @@ def render(
     choice = choice or Choice()
     plain = to_jsonable(data)
     if fmt == "json":
-        json.dump(plain, stream, indent=2, ensure_ascii=False)  # written as it is encoded: never the whole text at once
+        for chunk in _json_chunks(plain, 0):
+            stream.write(chunk)
         stream.write("\n")
     elif fmt == "yaml":
         import yaml
@@ -129,6 +130,48 @@ def render(
         _write_tsv(plain, view, choice, stream)
     else:
         _Tables(stream, choice).write(plain, view, title)
+
+
+#: Rows of a long list of objects encoded per piece of JSON output.
+_ROWS_PER_CHUNK = 2000
+
+
+def _json_chunks(value: Any, depth: int) -> Iterable[str]:
+    """The text of `json.dumps(value, indent=2, ensure_ascii=False)` in large pieces -- never the whole
+    text at once (a report of 100,000 items), and not the half-million small writes `json.dump` makes.
+
+    A list of flat objects (every value a string, number, boolean or null: a report's items) goes
+    through the C encoder a slice at a time, its separators set to the indented layout's; an encoded
+    string never holds a raw newline, so the "},\n" between objects is structure, never content."""
+    pad = "  " * depth
+    kind = type(value)
+    if kind is list and value and all(type(row) is dict and row and _flat(row) for row in value):
+        inner, field_pad = pad + "  ", pad + "    "
+        encoder = json.JSONEncoder(ensure_ascii=False, separators=(",\n" + field_pad, ": "))
+        between = "},\n" + field_pad + "{"
+        joined = "\n" + inner + "},\n" + inner + "{\n" + field_pad
+        yield "[\n"
+        for start in range(0, len(value), _ROWS_PER_CHUNK):
+            text = encoder.encode(value[start:start + _ROWS_PER_CHUNK])  # [{"a": 1,\n<field_pad>"b": 2},\n<field_pad>{...}]
+            yield ("" if start == 0 else ",\n") + inner + "{\n" + field_pad + text[2:-2].replace(between, joined) + "\n" + inner + "}"
+        yield "\n" + pad + "]"
+    elif kind is dict and value and all(type(key) is str for key in value) and any(type(v) is list for v in value.values()):
+        first = True
+        for key, item in value.items():
+            yield ("{\n" if first else ",\n") + pad + "  " + json.dumps(key, ensure_ascii=False) + ": "
+            yield from _json_chunks(item, depth + 1)
+            first = False
+        yield "\n" + pad + "}"
+    else:
+        text = json.dumps(value, indent=2, ensure_ascii=False)
+        yield text.replace("\n", "\n" + pad) if depth else text
+
+
+def _flat(row: dict) -> bool:
+    for key, item in row.items():
+        if type(key) is not str or type(item) not in _PLAIN:
+            return False
+    return True
 
 
 def is_terminal(stream: TextIO) -> bool:

@@ -114,3 +114,26 @@ def test_tty_compatible_decides_like_a_tty(monkeypatch):
         stream = Tty() if not terminal else io.StringIO()
         render(ROWS, "table", view=VIEW, stream=stream)
         assert ("…" in stream.getvalue()) is terminal
+
+
+@pytest.mark.parametrize("data", [
+    {"pass": "report", "counts": {"applied": 2, "refused": 0}, "errors": 0, "duration_s": 0.5,
+     "items": [{"line": 1, "job_id": 7, "outcome": "applied", "status": "finished", "reason": None, "retry": None},
+               {"line": 2, "job_id": 8, "outcome": "refused", "status": None, "reason": 'a "quote", },\n        { and é\u2028',
+                "retry": None}]},
+    {"items": [], "nested": {"a": [1, {"b": None}], "c": {}}, "rows": [{"x": float("nan"), "y": True}, {}]},
+    [{"a": 1.5, "b": 10**30}, {"a": -0.0, "b": False}],
+    {"rows": [{"list": [1, 2]}, {"map": {"k": "v"}}]},
+    [],
+    "text",
+])
+def test_json_is_the_indented_encoding_in_large_pieces(data, monkeypatch) -> None:
+    """-o json writes exactly what json.dumps(indent=2) would, whatever path the rows take."""
+    import json
+
+    import jedictl.output as output
+
+    monkeypatch.setattr(output, "_ROWS_PER_CHUNK", 1)  # every slice boundary is exercised
+    stream = io.StringIO()
+    render(data, "json", stream=stream)
+    assert stream.getvalue() == json.dumps(data, indent=2, ensure_ascii=False) + "\n"
