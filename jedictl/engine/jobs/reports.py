@@ -108,7 +108,7 @@ def json_lines(text: str | Iterable[str | bytes]) -> Iterator[tuple[int, Any | R
         if not raw.strip():
             continue
         try:
-            yield number, json.loads(raw, object_pairs_hook=unique_keys)  # {"status": "finished", "status": "failed"} is no report
+            yield number, _DECODER.decode(raw)  # {"status": "finished", "status": "failed"} is no report
         except json.JSONDecodeError as exc:
             yield number, Refused(number, None, f"not JSON ({exc.msg} at column {exc.colno})")
         except RecursionError:
@@ -155,6 +155,118 @@ def _stream(lines: str | Iterable[str | bytes], parse_one: Any) -> Iterator[Any]
 
 
 def parse_report(item: Any, line: int = 1) -> ExecutorReport:
+    """The report of one decoded line; BadInput names the first field that is wrong."""
+    report = _plain_report(item, line)
+    return report if report is not None else _checked_report(item, line)
+
+
+#: One decoder for every line (json.loads with a hook built a new one per call).
+_DECODER = json.JSONDecoder(object_pairs_hook=unique_keys)
+_REPORT_STATUS_VALUES = frozenset(s.value for s in REPORT_STATUSES)
+_PLAIN_CHECKSUM = re.compile(r"(?:ad:[0-9a-f]{8}|md5:[0-9a-f]{32})\Z")
+_MAX_LFN = 1024
+_MAX_GUID = 64
+
+
+def _plain_report(item: Any, line: int) -> ExecutorReport | None:
+    """The common case in one pass of precompiled checks: a report with jedictl's own keys, every value
+    of its plain type and within bounds (what `_checked_report` would return for it, the same values).
+    None for anything else -- an alias, a string for a number, an empty text, a control character, a
+    value out of range --, which `_checked_report` then reads field by field and refuses with its
+    message: this path accepts a subset of what that one accepts and never refuses anything itself."""
+    if type(item) is not dict or not item.keys() <= REPORT_KEYS:
+        return None
+    get = item.get
+    status = get("status")
+    if type(status) is not str or status not in _REPORT_STATUS_VALUES:
+        return None
+    job_id = get("job_id")
+    if type(job_id) is not int or not 1 <= job_id <= _INT64_MAX:
+        return None
+    attempt_nr = get("attempt_nr")
+    if attempt_nr is not None and (type(attempt_nr) is not int or not 0 <= attempt_nr <= _INT64_MAX):
+        return None
+    error_source, error_code = get("error_source"), get("error_code")
+    if error_source is None:
+        if error_code is not None:
+            return None
+    elif (type(error_source) is not str or not 0 < len(error_source) <= 32 or not error_source.isascii() or not error_source.isprintable()
+          or type(error_code) is not int or not _INT32[0] <= error_code <= _INT32[1]):
+        return None
+    error_diag = get("error_diag")
+    if error_diag is not None:
+        if type(error_diag) is not str or not error_diag:
+            return None
+        error_diag = fields.free_text(error_diag, "", MAX_DIAG, keep="\n\t", truncate=True)
+    trans_exit_code = get("trans_exit_code")
+    if trans_exit_code is not None and (type(trans_exit_code) is not int or not _INT32[0] <= trans_exit_code <= _INT32[1]):
+        return None
+    wall_time, cpu_time = get("wall_time"), get("cpu_time")
+    if wall_time is not None:
+        if (type(wall_time) is not float and type(wall_time) is not int) or not 0 <= wall_time <= MAX_SECONDS:  # NaN fails too
+            return None
+        wall_time = float(wall_time)
+    if cpu_time is not None:
+        if (type(cpu_time) is not float and type(cpu_time) is not int) or not 0 <= cpu_time <= MAX_SECONDS:
+            return None
+        cpu_time = float(cpu_time)
+    max_pss, max_rss, n_events = get("max_pss"), get("max_rss"), get("n_events")
+    if max_pss is not None and (type(max_pss) is not int or not 0 <= max_pss <= MAX_MEMORY_KB):
+        return None
+    if max_rss is not None and (type(max_rss) is not int or not 0 <= max_rss <= MAX_MEMORY_KB):
+        return None
+    if n_events is not None and (type(n_events) is not int or not 0 <= n_events <= _INT64_MAX):
+        return None
+    started_at, ended_at = get("started_at"), get("ended_at")
+    if started_at is not None or ended_at is not None:
+        try:
+            started_at = _time(started_at, "")
+            ended_at = _time(ended_at, "")
+        except BadInput:
+            return None
+        if started_at is not None and ended_at is not None and ended_at < started_at:
+            return None
+    listed = get("outputs")
+    outputs: tuple[OutputReport, ...] = ()
+    if listed is not None:
+        if type(listed) is not list:
+            return None
+        made = []
+        total = 0
+        for entry in listed:
+            if type(entry) is not dict or not entry.keys() <= OUTPUT_KEYS:
+                return None
+            lfn, size, checksum = entry.get("lfn"), entry.get("size"), entry.get("checksum")
+            guid, events, no_output = entry.get("guid"), entry.get("n_events"), entry.get("no_output", False)
+            if type(lfn) is not str or not 0 < len(lfn) <= _MAX_LFN or not lfn.isascii() or not lfn.isprintable():
+                return None
+            if size is not None:
+                if type(size) is not int or not 0 <= size <= _INT64_MAX:
+                    return None
+                total += size
+            if checksum is not None and (type(checksum) is not str or _PLAIN_CHECKSUM.match(checksum) is None):
+                return None
+            if guid is not None and (type(guid) is not str or not 0 < len(guid) <= _MAX_GUID or not guid.isascii() or not guid.isprintable()):
+                return None
+            if events is not None and (type(events) is not int or not 0 <= events <= _INT64_MAX):
+                return None
+            if no_output is None:
+                no_output = False
+            elif type(no_output) is not bool:
+                return None
+            made.append(OutputReport(lfn, size, checksum, guid, events, no_output))
+        if total > _INT64_MAX or len({output.lfn for output in made}) != len(made):
+            return None
+        outputs = tuple(made)
+    return ExecutorReport(line, job_id, status, attempt_nr, error_source, error_code, error_diag, trans_exit_code, wall_time, cpu_time,
+                          max_pss, max_rss, n_events, started_at, ended_at, outputs)
+
+
+_INT64_MAX = fields.INT64_MAX
+
+
+def _checked_report(item: Any, line: int) -> ExecutorReport:
+    """A report read field by field, each through its reader, refusing the first that is wrong."""
     raw = _normalise(item, REPORT_KEYS, f"line {line}")
     where = f"line {line}"
     status = fields.text(raw.get("status"), f"{where}.status", required=True, max_length=32)
