@@ -16,6 +16,7 @@ own column names and the engine's constants, never from input.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from itertools import chain
 from typing import Any
 
 from sqlalchemy import Connection, Table
@@ -54,7 +55,7 @@ def update_from_rows(conn: Connection, table: Table, set_columns: Sequence[str],
     for part in _slices(rows, max(1, _SQLITE_PARAMETERS // width)):
         statement = (f"UPDATE {name} SET {assignments} FROM (VALUES {', '.join(row_marks for _ in part)}) AS v "
                      f"WHERE {keys}{f' AND {guard}' if guard else ''}")
-        touched += conn.exec_driver_sql(statement, tuple(value for row in part for value in row)).rowcount
+        touched += conn.exec_driver_sql(statement, tuple(chain.from_iterable(part))).rowcount
     return touched
 
 
@@ -62,7 +63,8 @@ def ids_in(conn: Connection, statement: str, ids: Sequence[int], size: int = 900
     """Rows of `statement` (SQL text with one `{ids}` where the id list goes) for `ids`, in slices."""
     mark = "%s" if conn.dialect.name == "postgresql" else "?"
     for part in _slices(ids, size):
-        yield from conn.exec_driver_sql(statement.format(ids=", ".join(mark for _ in part)), tuple(part))
+        # fetchall: one call per slice, not one fetchone per row behind the iterator
+        yield from conn.exec_driver_sql(statement.format(ids=", ".join([mark] * len(part))), tuple(part)).fetchall()
 
 
 def _slices(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:

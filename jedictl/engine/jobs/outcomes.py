@@ -190,56 +190,69 @@ def _known_outputs(conn: Any, endings: Sequence[Ending], job_files: dict[int, li
     batch.registered = job_store.registered_outputs(conn, {(targets[jf.dataset_id][0], jf.lfn) for jf in produced})
 
 
+#: Statuses as plain strings (an enum member's `.value` is a Python-level property; these are read per report).
+_FINISHED, _FAILED = JobStatus.FINISHED.value, JobStatus.FAILED.value
+_F_FINISHED, _F_MERGING = FileStatus.FINISHED.value, FileStatus.MERGING.value
+_PRODUCED_TYPES = OUTPUT_JOB_FILE_TYPES | UNMERGED_FILE_TYPES
+_NOTHING_TAKEN: frozenset[str] = frozenset()
+
+
 def _decide_one(conn: Any, ending: Ending, job: Any, listed: list[Any], records: dict[int, FileRecord], task: Any,
                 settings: Settings, now: datetime, rules: Sequence[RetryRule], batch: _Batch,
                 recorded: dict[str, Any] | None = None) -> EndResult:
-    def refuse(reason: str) -> EndResult:
-        return EndResult(ending.job_id, "refused", ending.line, reason=reason)
-
     if job is None:
-        return refuse(f"unknown job {ending.job_id}")
+        return EndResult(ending.job_id, "refused", ending.line, reason=f"unknown job {ending.job_id}")
     if ending.expected_status is not None and job.status != ending.expected_status:
-        return refuse(f"job {job.id} is {job.status} now, not {ending.expected_status}")
+        return EndResult(ending.job_id, "refused", ending.line, reason=f"job {job.id} is {job.status} now, not {ending.expected_status}")
     status = ending.status
     report = ending.report
     if report is not None:
-        status = status_after_kill_command(status, job.command_to_pilot).value
-        own = {jf.lfn for jf in listed if jf.type in OUTPUT_JOB_FILE_TYPES or jf.type in UNMERGED_FILE_TYPES}
-        for index, output in enumerate(report.outputs):
-            if output.lfn not in own:  # never registered, never counted: a name no job of ours was told to write
-                return refuse(f"outputs[{index}].lfn: {output.lfn!r} is not an output of job {job.id}")
+        status = status_after_kill_command(status, job.command_to_pilot).value if job.command_to_pilot else str(status)
+        if report.outputs:
+            own = {jf.lfn for jf in listed if jf.type in _PRODUCED_TYPES}
+            for index, output in enumerate(report.outputs):
+                if output.lfn not in own:  # never registered, never counted: a name no job of ours was told to write
+                    return EndResult(ending.job_id, "refused", ending.line,
+                                     reason=f"outputs[{index}].lfn: {output.lfn!r} is not an output of job {job.id}")
         if recorded is not None and (ending.attempt_nr is None or ending.attempt_nr == job.attempt_nr):
             conflict = report_conflict(recorded, status, report)
             if conflict is not None:
                 return EndResult(job.id, "conflict", ending.line, job.status, conflict)
             return EndResult(job.id, "duplicate", ending.line, job.status, f"duplicate report: job {job.id} is already {job.status}")
-    job_report = JobReport(job.id, status, ending.attempt_nr, report.outputs if report else ())
+    job_report = JobReport(job.id, status, ending.attempt_nr, report.outputs if report is not None else ())
     record = JobRecord(job.id, job.status, job.attempt_nr)
     task_final = task is None or task.status in TASK_FINAL
     files_view = {jf.file_id: records[jf.file_id] for jf in listed if jf.file_id in records}
     error = _error_of(ending)
     decision: RetryDecision | None = None
-    produced = [(batch.targets.get(jf.dataset_id, ("", None))[0], jf.lfn) for jf in batch.produced.get(ending.job_id, ())]
-    taken = frozenset(lfn for name, lfn in produced if (name, lfn) in batch.registered)
-    propagation = propagate(record, job_report, listed, files_view, merge_input_extra_attempts=settings.report.merge_input_extra_attempts,
-                            registered=taken)
-    if propagation.accepted and propagation.job_status == JobStatus.FAILED.value and status == JobStatus.FINISHED.value:
-        error = (*ADDER_ERROR, propagation.reason)  # the adder turned it into a failure: that is the error
-    if propagation.accepted and propagation.job_status == JobStatus.FAILED.value and not task_final:
-        decision = _retry_decision(conn, job, error, report, files_view, task, settings, now, rules)
-        if decision is not None and (decision.file_changes or decision.task_change):
-            files_view = {record.id: record for record in apply_file_changes(list(files_view.values()), decision)}
-            propagation = propagate(record, dataclasses.replace(job_report, status=JobStatus.FAILED.value), listed, files_view,
-                                    merge_input_extra_attempts=settings.report.merge_input_extra_attempts)
-            _collect_retry(decision, files_view, job.task_id, task, settings, batch, now)
+    producing = batch.produced.get(ending.job_id)
+    if producing:
+        targets = batch.targets
+        produced = [(targets.get(jf.dataset_id, ("", None))[0], jf.lfn) for jf in producing]
+        registered = batch.registered
+        taken = frozenset(lfn for name, lfn in produced if (name, lfn) in registered) if registered else _NOTHING_TAKEN
+    else:
+        produced, taken = [], _NOTHING_TAKEN
+    merge_attempts = settings.report.merge_input_extra_attempts
+    propagation = propagate(record, job_report, listed, files_view, merge_input_extra_attempts=merge_attempts, registered=taken)
+    if propagation.accepted and propagation.job_status == _FAILED:
+        if status == _FINISHED:
+            error = (*ADDER_ERROR, propagation.reason)  # the adder turned it into a failure: that is the error
+        if not task_final:
+            decision = _retry_decision(conn, job, error, report, files_view, task, settings, now, rules)
+            if decision is not None and (decision.file_changes or decision.task_change):
+                files_view = {record.id: record for record in apply_file_changes(list(files_view.values()), decision)}
+                propagation = propagate(record, dataclasses.replace(job_report, status=_FAILED), listed, files_view,
+                                        merge_input_extra_attempts=merge_attempts)
+                _collect_retry(decision, files_view, job.task_id, task, settings, batch, now)
     if propagation.duplicate:
         return EndResult(job.id, "duplicate", ending.line, job.status, propagation.reason)
     if not propagation.accepted:
-        return refuse(propagation.reason)
+        return EndResult(ending.job_id, "refused", ending.line, reason=propagation.reason)
     batch.job_rows.append(_job_row(job, propagation, ending, error, now))
     if not task_final:
-        _collect_files(propagation, job, listed, batch, stay_on_site=bool((task.options or {}).get("stay_output_on_site")))
-        if propagation.job_status == JobStatus.FINISHED.value:
+        _collect_files(propagation, job, listed, batch, stay_on_site=bool(task.options and task.options.get("stay_output_on_site")))
+        if produced and propagation.job_status == _FINISHED:
             batch.registered.update(produced)
     reason = propagation.reason or ("task is final: its files and counters are left as they are" if task_final else "")
     return EndResult(job.id, "applied", ending.line, propagation.job_status, reason, decision.message if decision else None)
@@ -318,23 +331,28 @@ def _collect_retry(decision: RetryDecision, files_view: dict[int, FileRecord], t
 def _job_row(job: Any, propagation: Propagation, ending: Ending, error: tuple[str, int, str] | None, now: datetime) -> tuple:
     """The job's new END_COLUMNS values, then its guard (id, the status and attempt decided on)."""
     report = ending.report
-    source, code, diag = error if error else (None, None, None)
-    if propagation.job_status == JobStatus.FINISHED.value:
-        source, code, diag = None, None, None
+    source, code, diag = error if error and propagation.job_status != _FINISHED else (None, None, None)
     if report is None:
         return (propagation.job_status, ending.sub_status, source, code, diag, None, None, None, None, None, None, None,
                 job.started_at, now, now, now, job.id, job.status, job.attempt_nr)
+    output_bytes = 0
+    for output in report.outputs:
+        output_bytes += output.size or 0
     return (propagation.job_status, ending.sub_status, source, code, diag, report.trans_exit_code, report.wall_time, report.cpu_time,
-            report.max_pss, report.max_rss, report.n_events, sum(o.size or 0 for o in report.outputs),
+            report.max_pss, report.max_rss, report.n_events, output_bytes,
             report.started_at or job.started_at, report.ended_at or now, now, now, job.id, job.status, job.attempt_nr)
 
 
 def _collect_files(propagation: Propagation, job: Any, listed: list[Any], batch: _Batch, stay_on_site: bool = False) -> None:
     batch.file_updates.extend(propagation.file_updates)
+    counters = batch.counters
+    lfn_of: dict[int, str] | None = None
     for change in propagation.file_updates:
         delta = change.delta
         if delta is not None:  # summed as plain numbers (COUNTERS order): this runs for every file of every report
-            total = batch.counters.get(delta.dataset_id) or batch.counters.setdefault(delta.dataset_id, [0] * len(COUNTERS))
+            total = counters.get(delta.dataset_id)
+            if total is None:
+                total = counters[delta.dataset_id] = [0] * len(COUNTERS)
             total[0] += delta.n_files_used
             total[1] += delta.n_files_finished
             total[2] += delta.n_files_failed
@@ -343,13 +361,14 @@ def _collect_files(propagation: Propagation, job: Any, listed: list[Any], batch:
             total[5] += delta.n_events
             total[6] += delta.n_files_to_be_used
             total[7] += delta.n_files
-    lfn_of = {jf.file_id: jf.lfn for jf in listed}
-    for change in propagation.file_updates:
-        registered = change.status == FileStatus.FINISHED.value and "keep_track" in change.values  # a finished output
-        # An unmerged output its job produced (tagged with it); not an unmerged input a failed merge job
-        # gave back, which is registered already.
-        if registered or (change.status == FileStatus.MERGING.value and "boundary_id" in change.values):
-            values = change.values
+        values = change.values
+        if not values:
+            continue
+        # A finished output; or an unmerged output its job produced (tagged with it), not an unmerged
+        # input a failed merge job gave back, which is registered already.
+        if (change.status == _F_FINISHED and "keep_track" in values) or (change.status == _F_MERGING and "boundary_id" in values):
+            if lfn_of is None:
+                lfn_of = {jf.file_id: jf.lfn for jf in listed}
             batch.outputs.append((change.file_id, job.site, lfn_of.get(change.file_id), values.get("guid"), values.get("size"),
                                   values.get("checksum"), values.get("n_events"), stay_on_site))
 

@@ -80,6 +80,16 @@ class Propagation:
         return tuple(totals[key] for key in sorted(totals) if not totals[key].is_zero())
 
 
+#: Statuses as the plain strings rows hold: an enum member's `.value` is a Python-level property, and
+#: these are read for every file of every report.
+_FINISHED, _FAILED = JobStatus.FINISHED.value, JobStatus.FAILED.value
+_JOB_STATUSES = {status.value: status for status in JobStatus}
+_F_FINISHED, _F_FAILED, _F_READY, _F_CANCELLED = (FileStatus.FINISHED.value, FileStatus.FAILED.value, FileStatus.READY.value,
+                                                 FileStatus.CANCELLED.value)
+_F_MERGING, _F_NOTMERGED, _F_NOOUTPUT = FileStatus.MERGING.value, FileStatus.NOTMERGED.value, FileStatus.NOOUTPUT.value
+_PRODUCED_TYPES = OUTPUT_JOB_FILE_TYPES | UNMERGED_FILE_TYPES
+
+
 def propagate(job: JobRecord | None, report: JobReport, job_files: Sequence[JobFileRecord],
               files: Mapping[int, FileRecord], *, merge_input_extra_attempts: int = 3,
               registered: frozenset[str] = frozenset()) -> Propagation:
@@ -90,9 +100,11 @@ def propagate(job: JobRecord | None, report: JobReport, job_files: Sequence[JobF
     already registered in their datasets -- the job fails rather than overwrite or drop one."""
     if job is None:
         return Propagation(False, f"unknown job {report.job_id}")
-    status = JobStatus(report.status)
+    status = report.status
+    if status not in _JOB_STATUSES:
+        JobStatus(status)  # raises, as it always did, on a status that is none
     if status not in JOB_FINAL:
-        return Propagation(False, f"{status.value} is not a final job status")
+        return Propagation(False, f"{status} is not a final job status")
     if report.attempt_nr is not None and report.attempt_nr != job.attempt_nr:
         return Propagation(False, f"attempt mismatch: the report is for attempt {report.attempt_nr}, "
                                   f"job {job.id} is at attempt {job.attempt_nr}")
@@ -101,36 +113,37 @@ def propagate(job: JobRecord | None, report: JobReport, job_files: Sequence[JobF
             return Propagation(False, f"duplicate report: job {job.id} is already {job.status}", duplicate=True)
         return Propagation(False, f"job {job.id} is already {job.status}")
     if not can_transition(job.status, status):
-        return Propagation(False, f"out of order: job {job.id} is {job.status}, it cannot become {status.value}")
-    reported = {output.lfn: output for output in report.outputs}
+        return Propagation(False, f"out of order: job {job.id} is {job.status}, it cannot become {status}")
+    reported = {output.lfn: output for output in report.outputs} if report.outputs else {}
     reason = ""
-    if status == JobStatus.FINISHED:
-        missing = [jf.lfn for jf in job_files if (jf.type in OUTPUT_JOB_FILE_TYPES or jf.type in UNMERGED_FILE_TYPES)
-                   and jf.lfn not in reported]
+    if status == _FINISHED:
+        missing = [jf.lfn for jf in job_files if jf.type in _PRODUCED_TYPES and jf.lfn not in reported]
         if missing:
             # PanDA's adder fails a job whose output cannot be registered; so does jedictl.
-            status = JobStatus.FAILED
+            status = _FAILED
             reason = f"output {missing[0]} was not reported: the job counts as failed"
-        clash = sorted(lfn for lfn in registered if lfn in reported and not reported[lfn].no_output)
+        clash = sorted(lfn for lfn in registered if lfn in reported and not reported[lfn].no_output) if registered else ()
         if clash and not missing:
-            status = JobStatus.FAILED
+            status = _FAILED
             reason = f"output {clash[0]} is already registered by another job: the job counts as failed"
     updates: list[FileUpdate] = []
     skipped: list[tuple[int, str]] = []
     for job_file in job_files:
-        if job_file.file_id is None:
+        file_id = job_file.file_id
+        if file_id is None:
             continue
-        record = files.get(job_file.file_id)
-        why = _skip_reason(job_file, record)
-        if why:
-            skipped.append((job_file.file_id, why))
+        record = files.get(file_id)
+        is_input = job_file.type in INPUT_JOB_FILE_TYPES
+        # Tracked, at the attempt the job used and live (else `_skip_reason` says why it is left alone).
+        if (record is None or not record.keep_track or record.attempt_nr != job_file.attempt_nr
+                or record.status not in (_INPUT_LIVE if is_input else _OUTPUT_LIVE)):
+            skipped.append((file_id, _skip_reason(job_file, record)))
             continue
-        assert record is not None
-        if job_file.type in INPUT_JOB_FILE_TYPES:
+        if is_input:
             updates.append(_input_update(record, status))
         else:
             updates.append(_output_update(record, status, job, reported.get(job_file.lfn), merge_input_extra_attempts))
-    return Propagation(True, reason, job_status=status.value, file_updates=tuple(updates), skipped_files=tuple(skipped))
+    return Propagation(True, reason, job_status=str(status), file_updates=tuple(updates), skipped_files=tuple(skipped))
 
 
 def _skip_reason(job_file: JobFileRecord, record: FileRecord | None) -> str:
@@ -150,53 +163,57 @@ _INPUT_LIVE = (FileStatus.RUNNING.value, FileStatus.PICKED.value)
 _OUTPUT_LIVE = (FileStatus.DEFINED.value, FileStatus.RUNNING.value)
 
 
-def _input_update(record: FileRecord, status: JobStatus) -> FileUpdate:
+def _input_update(record: FileRecord, status: str) -> FileUpdate:
     attempt_nr = record.attempt_nr + 1
-    common = {"file_id": record.id, "expected_attempt_nr": record.attempt_nr, "expected_statuses": _INPUT_LIVE,
-              "attempt_nr": attempt_nr}
-    if status == JobStatus.FINISHED:
-        return FileUpdate(**common, status=FileStatus.FINISHED.value, failed_attempt=record.failed_attempt,
+    if status == _FINISHED:
+        return FileUpdate(record.id, record.attempt_nr, _INPUT_LIVE, _F_FINISHED, attempt_nr, record.failed_attempt,
                           delta=DatasetDelta(record.dataset_id, n_files_finished=1, n_events_used=input_events(record)))
-    failed_attempt = record.failed_attempt + (1 if status == JobStatus.FAILED else 0)
+    failed_attempt = record.failed_attempt + (1 if status == _FAILED else 0)
     if is_retryable(attempt_nr, record.max_attempt, failed_attempt, record.max_failure):
         # Back in the pool: giving back the "used" count is what makes the generator make a new job.
         # An unmerged input waits for the next merge job at its site (still tagged with its producer).
-        again = FileStatus.MERGING if record.type in UNMERGED_FILE_TYPES else FileStatus.READY
-        return FileUpdate(**common, status=again.value, failed_attempt=failed_attempt,
+        again = _F_MERGING if record.type in UNMERGED_FILE_TYPES else _F_READY
+        return FileUpdate(record.id, record.attempt_nr, _INPUT_LIVE, again, attempt_nr, failed_attempt,
                           delta=DatasetDelta(record.dataset_id, n_files_used=-1))
-    final = FileStatus.NOTMERGED if record.type in UNMERGED_FILE_TYPES else FileStatus.FAILED
-    return FileUpdate(**common, status=final.value, failed_attempt=failed_attempt,
+    final = _F_NOTMERGED if record.type in UNMERGED_FILE_TYPES else _F_FAILED
+    return FileUpdate(record.id, record.attempt_nr, _INPUT_LIVE, final, attempt_nr, failed_attempt,
                       delta=DatasetDelta(record.dataset_id, n_files_failed=1))
 
 
-def _output_update(record: FileRecord, status: JobStatus, job: JobRecord, output: OutputReport | None,
+def _output_update(record: FileRecord, status: str, job: JobRecord, output: OutputReport | None,
                    merge_attempts: int) -> FileUpdate:
-    common = {"file_id": record.id, "expected_attempt_nr": record.attempt_nr, "expected_statuses": _OUTPUT_LIVE,
-              "attempt_nr": record.attempt_nr, "failed_attempt": record.failed_attempt}
-    if status != JobStatus.FINISHED or output is None:
-        new = FileStatus.FAILED if status == JobStatus.FAILED else FileStatus.CANCELLED
+    if status != _FINISHED or output is None:
+        new = _F_FAILED if status == _FAILED else _F_CANCELLED
         if record.type in UNMERGED_FILE_TYPES:
             # Never released to merge jobs, so not a failed merge input: counting it would make the
             # merge master look complete while released files still wait in `merging`.
-            return FileUpdate(**common, status=new.value)
-        return FileUpdate(**common, status=new.value, delta=DatasetDelta(record.dataset_id, n_files_failed=1))
+            return FileUpdate(record.id, record.attempt_nr, _OUTPUT_LIVE, new, record.attempt_nr, record.failed_attempt)
+        return FileUpdate(record.id, record.attempt_nr, _OUTPUT_LIVE, new, record.attempt_nr, record.failed_attempt,
+                          delta=DatasetDelta(record.dataset_id, n_files_failed=1))
     if output.no_output:
-        return FileUpdate(**common, status=FileStatus.NOOUTPUT.value)
-    metadata = {"size": output.size, "checksum": output.checksum, "guid": output.guid, "n_events": output.n_events}
-    values = {key: value for key, value in metadata.items() if value is not None}
+        return FileUpdate(record.id, record.attempt_nr, _OUTPUT_LIVE, _F_NOOUTPUT, record.attempt_nr, record.failed_attempt)
+    values: dict[str, Any] = {}
+    if output.size is not None:
+        values["size"] = output.size
+    if output.checksum is not None:
+        values["checksum"] = output.checksum
+    if output.guid is not None:
+        values["guid"] = output.guid
+    if output.n_events is not None:
+        values["n_events"] = output.n_events
     if record.type in UNMERGED_FILE_TYPES:
         # Waits for a merge job at the site: tagged with its producer, with merge attempts of its own,
         # and released to merge jobs by raising its dataset's watermark (what the generator looks for).
         values.update(boundary_id=job.id, max_attempt=record.attempt_nr + merge_attempts)
         # It becomes a file of its dataset only now (JEDI: the server sets the transient dataset's
         # nFiles and nFilesToBeUsed when the pre-merge job's files are marked for merging).
-        return FileUpdate(**common, status=FileStatus.MERGING.value, values=values,
-                          delta=DatasetDelta(record.dataset_id, n_files_to_be_used=1, n_files=1))
+        return FileUpdate(record.id, record.attempt_nr, _OUTPUT_LIVE, _F_MERGING, record.attempt_nr, record.failed_attempt, values,
+                          DatasetDelta(record.dataset_id, n_files_to_be_used=1, n_files=1))
     values["keep_track"] = False
     # An output dataset holds the files that were registered: nFiles is nFilesFinished all along, as
     # JEDI sets it when the task ends (so a task's counters equal its rows at every moment).
-    return FileUpdate(**common, status=FileStatus.FINISHED.value, values=values,
-                      delta=DatasetDelta(record.dataset_id, n_files_finished=1, n_events=output.n_events or 0, n_files=1))
+    return FileUpdate(record.id, record.attempt_nr, _OUTPUT_LIVE, _F_FINISHED, record.attempt_nr, record.failed_attempt, values,
+                      DatasetDelta(record.dataset_id, n_files_finished=1, n_events=output.n_events or 0, n_files=1))
 
 
 #: Error a finished report gets when an output it must have produced is missing (PanDA's adder, EC_Adder).

@@ -72,8 +72,13 @@ class Transition:
         return self.new is not None and self.new != self.old
 
 
+#: ALLOWED as (old, new) pairs: StrEnum members hash and compare as their strings, so a pair of plain
+#: strings is found without converting either (can_transition runs for every report).
+_ALLOWED_PAIRS = frozenset((old, new) for old, targets in ALLOWED.items() for new in targets)
+
+
 def can_transition(old: JobStatus | str, new: JobStatus | str) -> bool:
-    return JobStatus(new) in ALLOWED[JobStatus(old)]
+    return (old, new) in _ALLOWED_PAIRS or JobStatus(new) in ALLOWED[JobStatus(old)]
 
 
 def is_final(status: JobStatus | str) -> bool:
