@@ -11,11 +11,10 @@ never blocks the others and each job's outcome stays all-or-nothing either way.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from jedictl.config import Settings
 from jedictl.engine.input import fields
@@ -53,8 +52,7 @@ from jedictl.store import job_outcomes as job_store
 from jedictl.store import retry_rules as rule_store
 
 
-@dataclass(frozen=True)
-class Ending:
+class Ending(NamedTuple):
     """A request to end one job: from an executor's report, a kill or a timeout."""
 
     job_id: int
@@ -67,8 +65,7 @@ class Ending:
     expected_status: str | None = None  # kills/timeouts: act only if the job is still in this status
 
 
-@dataclass(frozen=True, slots=True)
-class EndResult:
+class EndResult(NamedTuple):
     job_id: int
     outcome: str  # applied | duplicate | conflict (a different report already ended the job) | refused
     line: int | None = None
@@ -242,7 +239,7 @@ def _decide_one(conn: Any, ending: Ending, job: Any, listed: list[Any], records:
             decision = _retry_decision(conn, job, error, report, files_view, task, settings, now, rules)
             if decision is not None and (decision.file_changes or decision.task_change):
                 files_view = {record.id: record for record in apply_file_changes(list(files_view.values()), decision)}
-                propagation = propagate(record, dataclasses.replace(job_report, status=_FAILED), listed, files_view,
+                propagation = propagate(record, job_report._replace(status=_FAILED), listed, files_view,
                                         merge_input_extra_attempts=merge_attempts)
                 _collect_retry(decision, files_view, job.task_id, task, settings, batch, now)
     if propagation.duplicate:

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from jedictl.clock import EARLIEST, LATEST, in_range, parse_time
 from jedictl.engine.input import fields
@@ -52,8 +52,7 @@ _SOURCE_FIELDS = {"pilotErrorCode": "pilot", "exeErrorCode": "exe", "ddmErrorCod
                   "taskBufferErrorCode": "taskbuffer", "supErrorCode": "sup"}
 
 
-@dataclass(frozen=True)
-class ExecutorReport:
+class ExecutorReport(NamedTuple):
     """One final report: the outcome and the metrics the job row keeps."""
 
     line: int

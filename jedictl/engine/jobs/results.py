@@ -16,8 +16,7 @@ that is a duplicate, out of order or for an unknown job is refused and changes n
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from jedictl.engine.jobs.states import can_transition
 from jedictl.model import JOB_FINAL, FileStatus, JobStatus
@@ -29,8 +28,7 @@ OUTPUT_JOB_FILE_TYPES = frozenset({"output", "log"})
 UNMERGED_FILE_TYPES = frozenset({"trn_output", "trn_log"})
 
 
-@dataclass(frozen=True)
-class JobRecord:
+class JobRecord(NamedTuple):
     """The `jobs` row as the report finds it."""
 
     id: int
@@ -38,8 +36,7 @@ class JobRecord:
     attempt_nr: int
 
 
-@dataclass(frozen=True)
-class OutputReport:
+class OutputReport(NamedTuple):
     """One output file as the executor reports it."""
 
     lfn: str
@@ -50,16 +47,14 @@ class OutputReport:
     no_output: bool = False  # an optional output the payload did not produce
 
 
-@dataclass(frozen=True)
-class JobReport:
+class JobReport(NamedTuple):
     job_id: int
     status: str  # finished | failed | cancelled | closed
     attempt_nr: int | None = None  # the attempt the executor ran; None: not checked
     outputs: tuple[OutputReport, ...] = ()
 
 
-@dataclass(frozen=True)
-class Propagation:
+class Propagation(NamedTuple):
     accepted: bool
     reason: str = ""  # why nothing changes, or what was changed about the outcome
     duplicate: bool = False  # the same report again: nothing to do, nothing wrong

@@ -135,7 +135,7 @@ def test_duplicate_report_after_applying_changes_nothing():
                                                failed_attempt=update.failed_attempt)
                 applied.append(update.file_id)
         counters = counters + result.deltas(applied)[0]
-        job = replace(job, status=result.job_status)
+        job = job._replace(status=result.job_status)
     assert counters == DatasetDelta(IN, n_files_used=-2)
     assert rows[1].attempt_nr == 2 and rows[1].status == "ready"
 
@@ -165,7 +165,7 @@ def test_a_finished_job_missing_an_output_counts_as_failed():
 
 
 def test_no_output_is_neither_finished_nor_failed():
-    outputs = (replace(OUTPUTS[0], no_output=True, size=None), OUTPUTS[1])
+    outputs = (OUTPUTS[0]._replace(no_output=True, size=None), OUTPUTS[1])
     result = propagate(RUNNING, JobReport(100, "finished", 2, outputs), job_files(), files())
     assert by_file(result)[4][0] == "nooutput"
     assert [d.dataset_id for d in result.deltas()] == [IN, LOG]
