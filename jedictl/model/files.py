@@ -4,14 +4,14 @@ decides them and the store applies them (jobs.results, jobs.outcomes, commando; 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 from jedictl.model import FileStatus
 
 
-@dataclass(frozen=True)
-class JobFileRecord:
+class JobFileRecord(NamedTuple):
     """A `job_files` row: attempt_nr is the file's attemptNr when the job was generated."""
 
     file_id: int | None
@@ -52,8 +52,7 @@ class FileRecord:
         return out_of_attempts or out_of_failures
 
 
-@dataclass(frozen=True)
-class DatasetDelta:
+class DatasetDelta(NamedTuple):
     """Relative changes to one `datasets` row's counters."""
 
     dataset_id: int
@@ -77,8 +76,11 @@ COUNTERS = ("n_files_used", "n_files_finished", "n_files_failed", "n_files_on_ho
             "n_files")
 
 
-@dataclass(frozen=True)
-class FileUpdate:
+#: The values of a FileUpdate that sets no other columns (shared, so read-only).
+NO_VALUES: Mapping[str, Any] = MappingProxyType({})
+
+
+class FileUpdate(NamedTuple):
     """New values for one `files` row, valid only if the row is still as the job left it."""
 
     file_id: int
@@ -87,6 +89,6 @@ class FileUpdate:
     status: str
     attempt_nr: int
     failed_attempt: int
-    values: Mapping[str, Any] = field(default_factory=dict)  # other columns: size, checksum, guid, n_events, keep_track ...
+    values: Mapping[str, Any] = NO_VALUES  # other columns: size, checksum, guid, n_events, keep_track ...
     delta: DatasetDelta | None = None
 

@@ -86,7 +86,7 @@ def test_cancelled_and_closed_use_an_attempt_but_not_a_failure(status):
     records = files()
     records[2] = replace(records[2], attempt_nr=2)
     jfs = job_files()
-    jfs[1] = replace(jfs[1], attempt_nr=2)
+    jfs[1] = jfs[1]._replace(attempt_nr=2)
     result = propagate(JobRecord(100, "activated", 3), JobReport(100, status), jfs, records)
     assert by_file(result) == {1: ("ready", 2, 0), 2: ("failed", 3, 0), 4: ("cancelled", 0, 0), 5: ("cancelled", 0, 0)}
     assert result.deltas()[0] == DatasetDelta(IN, n_files_used=-1, n_files_failed=1)
