@@ -4,7 +4,6 @@ decides them and the store applies them (jobs.results, jobs.outcomes, commando; 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
@@ -21,8 +20,7 @@ class JobFileRecord(NamedTuple):
     attempt_nr: int
 
 
-@dataclass(frozen=True)
-class FileRecord:
+class FileRecord(NamedTuple):
     """A `files` row (JEDI dataset contents)."""
 
     id: int

@@ -397,7 +397,7 @@ def apply_file_changes(files: Sequence[FileRecord], decision: RetryDecision | No
     for record in files:
         change = changes.get(record.id)
         if change is not None:
-            record = replace(record, max_attempt=record.max_attempt if change.max_attempt is None else change.max_attempt,
-                             ram_count=record.ram_count if change.ram_count is None else change.ram_count)
+            record = record._replace(max_attempt=record.max_attempt if change.max_attempt is None else change.max_attempt,
+                                     ram_count=record.ram_count if change.ram_count is None else change.ram_count)
         updated.append(record)
     return tuple(updated)

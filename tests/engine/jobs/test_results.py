@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from jedictl.engine.jobs.results import (
@@ -64,7 +62,7 @@ def test_finished_job():
 
 def test_failed_job_puts_inputs_back_or_fails_them_when_failures_are_used_up():
     records = files()
-    records[2] = replace(records[2], failed_attempt=1, max_failure=2)
+    records[2] = records[2]._replace(failed_attempt=1, max_failure=2)
     result = propagate(RUNNING, JobReport(100, "failed", 2), job_files(), records)
     # file 1: attempt 2 < 3 -> ready again; file 2: second genuine failure of at most 2 -> failed
     assert by_file(result) == {1: ("ready", 2, 1), 2: ("failed", 2, 2), 4: ("failed", 0, 0), 5: ("failed", 0, 0)}
@@ -84,7 +82,7 @@ def test_the_last_attempt_fails_the_file():
 @pytest.mark.parametrize("status", ["cancelled", "closed"])
 def test_cancelled_and_closed_use_an_attempt_but_not_a_failure(status):
     records = files()
-    records[2] = replace(records[2], attempt_nr=2)
+    records[2] = records[2]._replace(attempt_nr=2)
     jfs = job_files()
     jfs[1] = jfs[1]._replace(attempt_nr=2)
     result = propagate(JobRecord(100, "activated", 3), JobReport(100, status), jfs, records)
@@ -94,7 +92,7 @@ def test_cancelled_and_closed_use_an_attempt_but_not_a_failure(status):
 
 def test_event_ranges_count_their_events():
     records = files()
-    records[1] = replace(records[1], start_event=100, end_event=149)
+    records[1] = records[1]._replace(start_event=100, end_event=149)
     result = propagate(RUNNING, JobReport(100, "finished", 2, OUTPUTS), job_files(), records)
     assert result.deltas()[0] == DatasetDelta(IN, n_files_finished=2, n_events_used=50 + 50)
 
@@ -131,7 +129,7 @@ def test_duplicate_report_after_applying_changes_nothing():
         for update in result.file_updates:
             row = rows[update.file_id]
             if row.attempt_nr == update.expected_attempt_nr and row.status in update.expected_statuses:
-                rows[update.file_id] = replace(row, status=update.status, attempt_nr=update.attempt_nr,
+                rows[update.file_id] = row._replace(status=update.status, attempt_nr=update.attempt_nr,
                                                failed_attempt=update.failed_attempt)
                 applied.append(update.file_id)
         counters = counters + result.deltas(applied)[0]
@@ -142,8 +140,8 @@ def test_duplicate_report_after_applying_changes_nothing():
 
 def test_stale_and_untracked_files_are_skipped():
     records = files()
-    records[1] = replace(records[1], attempt_nr=2, status="ready")  # already retried by `retry`
-    records[2] = replace(records[2], keep_track=False)
+    records[1] = records[1]._replace(attempt_nr=2, status="ready")  # already retried by `retry`
+    records[2] = records[2]._replace(keep_track=False)
     result = propagate(RUNNING, JobReport(100, "failed", 2), job_files(), records)
     assert set(by_file(result)) == {4, 5}
     assert [file_id for file_id, _ in result.skipped_files] == [1, 2]
