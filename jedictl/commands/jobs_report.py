@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from operator import attrgetter
 from typing import Annotated, List, Optional
 
 import typer
@@ -43,11 +44,13 @@ def report(
             raise BadInput("holds no reports", name)
         results = ingest_reports(app.store(), itertools.chain([first], reports), app.settings, app.clock.now()) if first is not None else []
     summary = PassReport("report")
-    items = [r.as_item() for r in results] + [{"line": r.line, "job_id": r.job_id, "outcome": "refused", "status": None, "reason": r.reason,
-                                               "retry": None} for r in refused]
+    # Results come in line order, as do the lines refused unread: one sort merges them (near-linear),
+    # and each becomes its item once, in the shape `PassReport.add` gives (outcome first).
+    ordered = sorted([*results, *refused], key=attrgetter("line"))
     del results
-    for item in sorted(items, key=lambda i: i["line"]):
-        summary.add(item.pop("outcome"), **item)
+    summary.add_items([{"outcome": "refused", "line": r.line, "job_id": r.job_id, "status": None, "reason": r.reason, "retry": None}
+                       if type(r) is Refused else r.as_report_item() for r in ordered])
+    del ordered
     emit_report(app, summary, time.monotonic() - started, every_item=True)
     if summary.errors:
         raise typer.Exit(1)

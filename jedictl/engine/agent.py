@@ -16,7 +16,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from jedictl.clock import PassClock
 from jedictl.errors import LeaseLost, StoreUnavailable
@@ -83,6 +83,16 @@ class PassReport:
         self.items.append({"outcome": outcome, **item})
         for listener in _LISTENERS:
             listener(self, outcome)
+
+    def add_items(self, items: Iterable[dict[str, Any]]) -> None:
+        """Many items at once, each already shaped as `add` shapes one (its outcome first)."""
+        counts, kept = self.counts, self.items
+        for item in items:
+            outcome = item["outcome"]
+            counts[outcome] = counts.get(outcome, 0) + 1
+            kept.append(item)
+            for listener in _LISTENERS:
+                listener(self, outcome)
 
     def add_failure(self, exc: BaseException, **item: Any) -> None:
         """An "error" item for an object (or the whole pass) that raised `exc`: its reason is one line,

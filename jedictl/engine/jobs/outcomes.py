@@ -78,6 +78,11 @@ class EndResult(NamedTuple):
         return {"line": self.line, "job_id": self.job_id, "outcome": self.outcome, "status": self.status, "reason": self.reason or None,
                 "retry": self.retry or None}
 
+    def as_report_item(self) -> dict[str, Any]:
+        """`as_item` as a pass report holds it: the outcome first (PassReport.add)."""
+        return {"outcome": self.outcome, "line": self.line, "job_id": self.job_id, "status": self.status, "reason": self.reason or None,
+                "retry": self.retry or None}
+
 
 class Conflict(Exception):
     """A guarded write hit other rows than decided on: someone changed them; the batch rolls back."""
