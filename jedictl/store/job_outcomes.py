@@ -126,17 +126,19 @@ def recorded_ends(conn: Connection, job_ids: Iterable[int]) -> dict[int, dict[st
 
 
 def registered_outputs(conn: Connection, pairs: Iterable[tuple[str, str]]) -> set[tuple[str, str]]:
-    """The (dataset name, lfn) pairs already registered in the data catalog, of those given."""
+    """The (dataset name, lfn) pairs already registered in the data catalog, of those given (read with
+    the driver's placeholders: a Core IN list coerced each of a batch's thousand names)."""
     wanted = set(pairs)
     if not wanted:
         return set()
     names = sorted({name for name, _ in wanted})
     lfns = sorted({lfn for _, lfn in wanted})
+    mark = "%s" if conn.dialect.name == "postgresql" else "?"
     found: set[tuple[str, str]] = set()
     for part in slices(lfns):
-        query = (select(catalog_datasets.c.name, catalog_files.c.lfn).join(catalog_datasets, catalog_datasets.c.id == catalog_files.c.dataset_id)
-                 .where(catalog_datasets.c.name.in_(names), catalog_files.c.lfn.in_(list(part))))
-        found.update((row.name, row.lfn) for row in conn.execute(query))
+        statement = (f"SELECT d.name, f.lfn FROM {catalog_files.name} f JOIN {catalog_datasets.name} d ON d.id = f.dataset_id "
+                     f"WHERE d.name IN ({', '.join([mark] * len(names))}) AND f.lfn IN ({', '.join([mark] * len(part))})")
+        found.update((name, lfn) for name, lfn in conn.exec_driver_sql(statement, (*names, *part)).fetchall())
     return found & wanted
 
 
@@ -167,11 +169,21 @@ def end_jobs(conn: Connection, rows: Sequence[Sequence[Any]]) -> int:
 def update_files(conn: Connection, updates: Sequence[FileUpdate]) -> int:
     """Apply FileUpdates with their guards; updates with the same guard and columns share one executemany."""
     groups: dict[tuple[tuple[str, ...], tuple[str, ...]], list[tuple]] = defaultdict(list)
+    columns_of: dict[tuple[str, ...], tuple[str, ...]] = {}  # the values' keys as given -> sorted (one sort per kind of update)
     for change in updates:
-        extra = tuple(sorted(change.values))
-        groups[(extra, tuple(change.expected_statuses))].append(
-            (change.status, change.attempt_nr, change.failed_attempt, *(change.values[key] for key in extra), change.file_id,
-             change.expected_attempt_nr))
+        values, expected = change.values, change.expected_statuses
+        if type(expected) is not tuple:
+            expected = tuple(expected)
+        if values:
+            given = tuple(values)
+            extra = columns_of.get(given)
+            if extra is None:
+                extra = columns_of[given] = tuple(sorted(given))
+            groups[(extra, expected)].append((change.status, change.attempt_nr, change.failed_attempt, *[values[key] for key in extra],
+                                              change.file_id, change.expected_attempt_nr))
+        else:
+            groups[((), expected)].append((change.status, change.attempt_nr, change.failed_attempt, change.file_id,
+                                           change.expected_attempt_nr))
     touched = 0
     for (extra, expected), rows in groups.items():
         touched += update_from_rows(conn, files, ("status", "attempt_nr", "failed_attempt", *extra), ("id", "attempt_nr"), rows,

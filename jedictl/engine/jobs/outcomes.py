@@ -101,7 +101,7 @@ class _Batch:
     # (dataset name, lfn) of every output already in the catalog or registered by an earlier job of
     # this batch: a second job reporting one of them fails (never an overwrite, never a silent drop).
     registered: set[tuple[str, str]] = field(default_factory=set)
-    produced: dict[int, list[Any]] = field(default_factory=dict)  # job id -> the job files its report registers
+    produced: dict[int, list[tuple[str, str]]] = field(default_factory=dict)  # job id -> (dataset name, lfn) its report registers
     targets: dict[int, tuple[str, str | None]] = field(default_factory=dict)  # dataset id -> (name, destination), read once
 
     def read_targets(self, conn: Any, dataset_ids: set[int]) -> dict[int, tuple[str, str | None]]:
@@ -176,20 +176,26 @@ def end_jobs(conn: Any, endings: Sequence[Ending], settings: Settings, now: date
 
 def _registrable(ending: Ending, listed: Sequence[Any]) -> list[Any]:
     """The job files a finished report registers in the data catalog (outputs it did produce)."""
-    if ending.report is None or ending.status != JobStatus.FINISHED.value:
+    if ending.report is None or ending.status != _FINISHED or not ending.report.outputs:
         return []
     produced = {o.lfn for o in ending.report.outputs if not o.no_output}
-    return [jf for jf in listed if (jf.type in OUTPUT_JOB_FILE_TYPES or jf.type in UNMERGED_FILE_TYPES) and jf.lfn in produced]
+    return [jf for jf in listed if jf.type in _PRODUCED_TYPES and jf.lfn in produced]
 
 
 def _known_outputs(conn: Any, endings: Sequence[Ending], job_files: dict[int, list[Any]], batch: _Batch) -> None:
+    """Each job's (dataset name, lfn) of the outputs its report registers, and which of the batch's
+    are in the catalog already."""
+    producing = {}
     for ending in endings:
-        batch.produced[ending.job_id] = _registrable(ending, job_files.get(ending.job_id, []))
-    produced = [jf for listed in batch.produced.values() for jf in listed]
-    if not produced:
+        listed = _registrable(ending, job_files.get(ending.job_id, ()))
+        if listed:
+            producing[ending.job_id] = listed
+    if not producing:
         return
-    targets = batch.read_targets(conn, {jf.dataset_id for jf in produced})
-    batch.registered = job_store.registered_outputs(conn, {(targets[jf.dataset_id][0], jf.lfn) for jf in produced})
+    targets = batch.read_targets(conn, {jf.dataset_id for listed in producing.values() for jf in listed})
+    for job_id, listed in producing.items():
+        batch.produced[job_id] = [(targets[jf.dataset_id][0], jf.lfn) for jf in listed]
+    batch.registered = job_store.registered_outputs(conn, {pair for pairs in batch.produced.values() for pair in pairs})
 
 
 #: Statuses as plain strings (an enum member's `.value` is a Python-level property; these are read per report).
@@ -227,14 +233,9 @@ def _decide_one(conn: Any, ending: Ending, job: Any, listed: list[Any], records:
     files_view = {jf.file_id: records[jf.file_id] for jf in listed if jf.file_id in records}
     error = _error_of(ending)
     decision: RetryDecision | None = None
-    producing = batch.produced.get(ending.job_id)
-    if producing:
-        targets = batch.targets
-        produced = [(targets.get(jf.dataset_id, ("", None))[0], jf.lfn) for jf in producing]
-        registered = batch.registered
-        taken = frozenset(lfn for name, lfn in produced if (name, lfn) in registered) if registered else _NOTHING_TAKEN
-    else:
-        produced, taken = [], _NOTHING_TAKEN
+    produced = batch.produced.get(ending.job_id, ())
+    registered = batch.registered
+    taken = frozenset(lfn for name, lfn in produced if (name, lfn) in registered) if produced and registered else _NOTHING_TAKEN
     merge_attempts = settings.report.merge_input_extra_attempts
     propagation = propagate(record, job_report, listed, files_view, merge_input_extra_attempts=merge_attempts, registered=taken)
     if propagation.accepted and propagation.job_status == _FAILED:
