@@ -8,6 +8,7 @@ driver, `COPY ... FROM STDIN` on PostgreSQL. Both run inside the caller's transa
 from __future__ import annotations
 
 import json
+from itertools import chain
 from typing import Any, Iterable, Iterator, Sequence, TypeVar
 
 from sqlalchemy import JSON, Connection, Table
@@ -74,5 +75,5 @@ def insert_new_returning(conn: Connection, table: Table, columns: Sequence[str],
     for part in slices(rows, 500):
         statement = (f"INSERT INTO {table.name} ({', '.join(columns)}) VALUES {', '.join(row_marks for _ in part)} "
                      f"ON CONFLICT ({', '.join(unique)}) DO NOTHING RETURNING {', '.join(returning)}")
-        found.extend(tuple(row) for row in conn.exec_driver_sql(statement, tuple(value for row in part for value in row)))
+        found.extend(tuple(row) for row in conn.exec_driver_sql(statement, tuple(chain.from_iterable(part))))
     return found
