@@ -81,9 +81,10 @@ def to_jsonable(value: Any) -> Any:
     if kind in _PLAIN:  # the common case first: a report of 100,000 items is mostly these
         return value
     if kind is dict:
-        if all(type(k) is str and type(v) in _PLAIN for k, v in value.items()):
-            return value  # already plain: not copied (a report's items would be held twice)
-        return {str(k): to_jsonable(v) for k, v in value.items()}
+        for k, v in value.items():
+            if type(k) is not str or type(v) not in _PLAIN:
+                return {str(k): to_jsonable(v) for k, v in value.items()}
+        return value  # already plain: not copied (a report's items would be held twice)
     if kind is list:
         return [to_jsonable(v) for v in value]
     if isinstance(value, datetime):

@@ -93,7 +93,10 @@ def job_files_of(conn: Connection, job_ids: Iterable[int]) -> dict[int, list[Job
 def lock_files(conn: Connection, file_ids: Iterable[int]) -> dict[int, FileRecord]:
     lock = " FOR UPDATE" if conn.dialect.name == "postgresql" else ""
     statement = f"SELECT {_FILE_COLUMNS_SQL} FROM files WHERE id IN ({{ids}}) ORDER BY id{lock}"
-    return {row[0]: FileRecord(*row[:8], bool(row[8]), *row[9:]) for row in ids_in(conn, statement, sorted(set(file_ids)))}
+    return {file_id: FileRecord(file_id, dataset_id, kind, status, attempt_nr, max_attempt, failed_attempt, max_failure, bool(keep_track),
+                                n_events, start_event, end_event, ram_count)
+            for (file_id, dataset_id, kind, status, attempt_nr, max_attempt, failed_attempt, max_failure, keep_track, n_events, start_event,
+                 end_event, ram_count) in ids_in(conn, statement, sorted(set(file_ids)))}
 
 
 def task_states(conn: Connection, task_ids: Iterable[int]) -> dict[int, Any]:
