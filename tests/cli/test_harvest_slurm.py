@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import pytest
 
-from tests.cli.harvest_grid import FAST, check_outputs_on_disk, make_batch_grid, pilots, registered_outputs
+from tests.cli.harvest_grid import FAST, check_outputs_on_disk, make_batch_grid, pilots, registered_outputs, wait_pilots_ended
 from tests.cli.pilot_grid import alive, failure, payload_pids, shown_jobs
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -141,7 +141,8 @@ def test_a_payload_past_its_walltime_is_killed_with_1213_and_its_input_retried(c
     assert 2 <= killed["wall_time"] < 10  # killed at its walltime, not left to its 60 s sleep
     [(sleeper, job_id)] = payload.runs("in.001.dat")[:1]
     assert job_id == killed["job_id"] and not alive(sleeper)
-    assert all(row["state"] == "finished" for row in pilots(cli, store))  # the pilot itself ended well
+    # The pilot itself ended well: it writes its end just after its last report, so wait for it.
+    assert all(row["state"] == "finished" for row in wait_pilots_ended(cli, store, len(pilots(cli, store))))
     check_outputs_on_disk(store, disk, OUT, 2)
 
 
@@ -166,7 +167,9 @@ def test_task_kill_during_the_run_stops_the_running_payloads(cli, store, tmp_pat
     assert len(pids) == 2 and not any(alive(pid) for pid in pids)
     assert registered_outputs(store, OUT) == {}
     assert not [path for path in disk.rglob("out.*") if path.is_file()]
-    assert all(row["state"] == "finished" and row["n_jobs"] == 1 for row in pilots(cli, store))
+    # The task is aborted once both reports are in; each pilot writes its own end just after (a CI run
+    # under load read one pilot still `running` here).
+    assert all(row["state"] == "finished" and row["n_jobs"] == 1 for row in wait_pilots_ended(cli, store, 2))
 
 
 def test_scancel_of_a_pilot_mid_job_fails_the_job_with_1201_and_it_is_retried(cli, store, tmp_path, fast):
