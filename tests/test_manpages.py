@@ -16,6 +16,7 @@ import typer
 
 from jedictl import manpages
 from jedictl.commands._common import DbOpt, QuietOpt
+from tests.cli.test_completion_values import COMPLETE
 from tests.conftest import ROOT
 
 BIN = Path(sys.executable).parent  # the virtualenv's bin/, where the `jedictl` console script is
@@ -259,23 +260,6 @@ def test_fish_completes_commands_and_options(shell_env, tmp_path, how):
     check_answers(blocks(result.stdout), shell_env)
 
 
-COMPLETE_EVERYWHERE = """
-import os, sys
-import typer.main
-from jedictl.cli import app
-command = typer.main.get_command(app)
-for words in sys.argv[1:]:
-    cword = len(words.split()) - (0 if words.endswith(" ") else 1)
-    os.environ.update(_JEDICTL_COMPLETE="complete_bash", COMP_WORDS=words, COMP_CWORD=str(cword))
-    try:
-        command.main(args=[], prog_name="jedictl")
-    except SystemExit:
-        pass
-loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("sqlalchemy", "alembic", "psycopg"))
-sys.stderr.write(f"database layer: {loaded}")
-"""
-
-
 def test_completion_never_loads_the_database_layer_nor_touches_the_store(tmp_path):
     """TAB after every command of the live CLI, for its subcommands, arguments and options."""
     from jedictl.cli import app
@@ -285,7 +269,8 @@ def test_completion_never_loads_the_database_layer_nor_touches_the_store(tmp_pat
     words = [f"{node.name} {tail}" for node in nodes for tail in ("", "--")]
     store = tmp_path / "never.db"
     env = {**os.environ, "JEDICTL_DB": str(store), "HOME": str(tmp_path)}
-    result = subprocess.run([sys.executable, "-c", COMPLETE_EVERYWHERE, *words], check=False, capture_output=True, text=True, env=env)
+    # The per-command tests' completion driver: each answer's words, then a `--` line.
+    result = subprocess.run([sys.executable, "-c", COMPLETE, *words], check=False, capture_output=True, text=True, env=env)
     assert result.returncode == 0, result.stderr
     assert result.stderr.endswith("database layer: []")
     assert "--help" in result.stdout.split() and "submit" in result.stdout.split()
