@@ -78,7 +78,6 @@ class FeedSettings:
     n_chunks_for_scout: int = _s(10, "chunks released while a task scouts", "ContentsFeeder nChunksForScout", low=1)
     n_chunks_to_wait: int = _s(20, "chunks released at once from an open (mutable) input", "split rule NT default", low=1)
     check_interval_minutes: int = _s(5, "re-scan interval of open input datasets", "confeeder.checkInterval", low=0)
-    max_file_records: int = _s(1_000_000_000, "refuse a dataset with more file records than this", "JEDI: 200 000 (raised: jedictl feeds in bulk)", low=1)
     seq_number_default: int = _s(10_000, "records of a seq_number dataset when nothing else sizes it", "ContentsFeeder", low=1)
     batch_size: int = _s(10_000, "file rows written per statement batch", "performance.md C.4", low=1)
 
@@ -136,7 +135,6 @@ class ThrottleSettings:
 class GenerateSettings:
     n_tasks: int = _s(50, "tasks taken per pass", "jobgen.nTasks", low=1)
     n_files: int = _s(5000, "files claimed per task per pass", "jobgen.nFiles", low=1)
-    typical_n_files_per_job: int = _s(5, "files per job assumed when a task says nothing", "getTasksToBeProcessed", low=1)
     express_priority: int = _s(1500, "tasks at or above this priority form the express lane", "JobUtils.priorityTasksToJumpOver", **_PRIORITY)
     express_ratio: float = _s(0.3, "share of picks given to the express lane", "SUPER_HIGH_PRIO_TASK_RATIO", low=0, high=1)
     merge_priority: int = _s(5000, "priority of merge jobs", "JobGenerator", **_PRIORITY)
