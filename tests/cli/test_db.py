@@ -141,3 +141,33 @@ def test_upgrade_to_0006_records_the_outputs_of_refined_tasks(cli, store_url):
     assert rows == [(1, "ds.log"), (1, "ds.out")]
     result = cli("submit", "-", db=store_url, input=json.dumps({**WORKED_EXAMPLE, "taskName": "again"}), code=2)
     assert "output dataset ds.out belongs to task 1 (defined)" in result.stderr
+
+
+def test_upgrade_to_0008_counts_the_tasks_already_ended_as_notified(cli, store_url):
+    """docs/notifications.md: a store upgraded with tasks that ended before notifications existed mails
+    none of them -- migration 0008 sets their `notified_for` to their end."""
+    from datetime import datetime
+
+    from alembic import command
+    from sqlalchemy import select, update
+
+    from jedictl.store import notifications
+    from jedictl.store.migrate import alembic_config
+    from jedictl.store.schema import tasks
+    from tests.helpers import run_sql
+    from tests.store.rows import add_task
+
+    def downgrade(conn, revision):
+        config = alembic_config()
+        config.attributes["connection"] = conn
+        command.downgrade(config, revision)
+
+    ended = datetime(2030, 1, 1, 12)
+    cli("db", "init", db=store_url)
+    task_id = run_sql(store_url, lambda conn: add_task(conn, "ended.before.0008", status="done", ended_at=ended))
+    run_sql(store_url, lambda conn: downgrade(conn, "0007"))
+    assert cli.json("db", "upgrade", db=store_url)["to_revision"] == HEAD_REVISION
+    assert run_sql(store_url, lambda conn: conn.execute(select(tasks.c.notified_for).where(tasks.c.id == task_id)).scalar_one()) == ended
+    assert run_sql(store_url, lambda conn: notifications.due(conn, ended, datetime(2029, 1, 1), 10)) == []
+    run_sql(store_url, lambda conn: conn.execute(update(tasks).where(tasks.c.id == task_id).values(notified_for=None)))
+    assert [row.id for row in run_sql(store_url, lambda conn: notifications.due(conn, ended, datetime(2029, 1, 1), 10))] == [task_id]
