@@ -43,8 +43,11 @@ def awaited_inputs(conn: Connection, job_ids: Collection[int]) -> list[Row]:
 
 def activate(conn: Connection, job_ids: Collection[int], now: datetime) -> list[int]:
     """assigned -> activated for these jobs, each guarded by the status (a job killed or timed out
-    meanwhile stays so); the ids that moved. One UPDATE per job: a pass activates what arrived since
-    the last one, a handful, and each job must be told apart."""
-    statement = update(jobs).values(status=JobStatus.ACTIVATED.value, state_changed_at=now, modified_at=now)
-    return [job_id for job_id in sorted(job_ids)
-            if conn.execute(statement.where(jobs.c.id == job_id, jobs.c.status == JobStatus.ASSIGNED.value)).rowcount == 1]
+    meanwhile stays so); the ids that moved. One UPDATE per slice, telling the jobs apart by RETURNING:
+    a large transfer landing activates thousands at once."""
+    moved: list[int] = []
+    for part in slices(sorted(job_ids)):
+        moved.extend(conn.execute(update(jobs).where(jobs.c.id.in_(part), jobs.c.status == JobStatus.ASSIGNED.value)
+                                  .values(status=JobStatus.ACTIVATED.value, state_changed_at=now, modified_at=now)
+                                  .returning(jobs.c.id)).scalars())
+    return sorted(moved)
