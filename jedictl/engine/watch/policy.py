@@ -214,6 +214,17 @@ def release_throttled(task: WatchedTask, now: datetime, *, released_files_done: 
                        {"old_status": None, "wait_until": None})
 
 
+def may_boost(task: WatchedTask, progress: TaskProgress, settings: WatchdogSettings) -> bool:
+    """Whether `boost` could act on the task, judged from its master counters alone: a task short of
+    the done fraction, or already at the boost's priority and share, needs no count of its jobs. The
+    watch pass counts jobs only for the others, so its cost follows the tasks near their end, not every
+    job of every running task."""
+    if task.status != TaskStatus.RUNNING or not progress.n_files:
+        return False
+    done = (progress.n_files_finished + progress.n_files_failed) / progress.n_files
+    return done >= settings.boost_done_fraction and (task.current_priority < settings.boost_priority or task.gshare != settings.boost_share)
+
+
 def boost(task: WatchedTask, progress: TaskProgress, settings: WatchdogSettings, *, parent_status: str | None = None,
           share_available: bool = True) -> WatchAction | None:
     """Nearly done tasks finish quickly: at >= 95 % of their master files done and <= 100 jobs left,

@@ -23,6 +23,7 @@ one item of the pass report.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, Callable
 
@@ -37,6 +38,7 @@ from jedictl.engine.watch.policy import (
     boost,
     goal_reached,
     kick_exhausted,
+    may_boost,
     pause_same_request_type,
     reactivate_pending,
     release_lease,
@@ -143,9 +145,11 @@ class Watchdog:
 
     def boost(self) -> None:
         with self.store.read() as conn:
-            rows, progress, parents = self._running(conn)
+            rows, progress, parents = self._running(conn, counted=lambda task, totals: may_boost(task, totals, self.watch))
             available = self._share_available(conn)
         for row in rows:
+            if row.id not in progress:
+                continue  # its counters alone rule a boost out
             action = boost(WatchedTask.from_row(row), progress[row.id], self.watch, parent_status=parents.get(row.parent_id),
                            share_available=available)
             if action is not None:
@@ -200,14 +204,20 @@ class Watchdog:
 
     # ------------------------------------------------------------------------------------ helpers
 
-    def _running(self, conn: Any) -> tuple[list[Any], dict[int, TaskProgress], dict[int, str]]:
-        """Running tasks with their progress (master counters and job counts) and parents' statuses."""
+    def _running(self, conn: Any, counted: Callable[[WatchedTask, TaskProgress], bool] | None = None,
+                 ) -> tuple[list[Any], dict[int, TaskProgress], dict[int, str]]:
+        """Running tasks with their progress (master counters and job counts) and parents' statuses.
+
+        Counting a task's jobs reads every job it has, so with `counted` only the tasks it accepts (on
+        their counters alone) are counted and given a progress; the others are left out of it."""
         rows = store.free_tasks(conn, [S.RUNNING], self.now, self.limit)
-        ids = [row.id for row in rows]
-        by_task = store.datasets_by_task(conn, ids)
-        counts = store.job_counts(conn, ids)
-        progress = {row.id: TaskProgress.from_datasets([from_row(DatasetRecord, d) for d in by_task.get(row.id, [])],
-                                                       *counts.get(row.id, (0, 0, 0))) for row in rows}
+        by_task = store.datasets_by_task(conn, [row.id for row in rows])
+        totals = {row.id: TaskProgress.from_datasets([from_row(DatasetRecord, d) for d in by_task.get(row.id, [])]) for row in rows}
+        if counted is not None:
+            totals = {row.id: totals[row.id] for row in rows if counted(WatchedTask.from_row(row), totals[row.id])}
+        counts = store.job_counts(conn, list(totals))
+        progress = {task_id: replace(total, **dict(zip(("n_jobs", "n_jobs_finished", "n_jobs_failed"), counts.get(task_id, (0, 0, 0)))))
+                    for task_id, total in totals.items()}
         return rows, progress, store.parent_statuses(conn, rows)
 
     def _share_available(self, conn: Any) -> bool:

@@ -6,6 +6,8 @@ import dataclasses
 from datetime import datetime, timedelta
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from jedictl.config import WatchdogSettings
 from jedictl.engine.task.final_status import DatasetRecord
@@ -16,6 +18,7 @@ from jedictl.engine.watch.policy import (
     boost,
     goal_reached,
     kick_exhausted,
+    may_boost,
     pause_same_request_type,
     reactivate_pending,
     release_throttled,
@@ -190,6 +193,26 @@ def test_no_boost(figures, kwargs):
 
 def test_no_boost_unless_running():
     assert boost(task(status="scouting"), progress(), SETTINGS) is None
+
+
+def test_the_counters_alone_rule_out_a_boost_below_the_done_fraction_or_once_boosted():
+    counters = dataclasses.replace(progress(), n_jobs=0, n_jobs_finished=0, n_jobs_failed=0)  # what the pass knows before counting jobs
+    assert may_boost(task(), counters, SETTINGS)
+    assert not may_boost(task(), dataclasses.replace(counters, n_files_finished=930), SETTINGS)  # 94.5 % done
+    assert not may_boost(task(current_priority=900, gshare="Express"), counters, SETTINGS)
+    assert may_boost(task(current_priority=900), counters, SETTINGS)  # the share is still to give
+    assert not may_boost(task(status="scouting"), counters, SETTINGS)
+
+
+@given(st.integers(0, 2000), st.integers(0, 2000), st.integers(0, 2000), st.integers(0, 5000),
+       st.sampled_from([500, 899, 900, 950]), st.sampled_from(["Production default", "Express"]), st.booleans())
+def test_every_boost_is_of_a_task_the_counters_let_through(n_files, finished, failed, n_jobs, priority, share, available):
+    """The watch pass counts jobs only for the tasks `may_boost` lets through: a boost it would skip is a lost boost."""
+    figures = TaskProgress(n_files, finished, failed, n_jobs)
+    counters = TaskProgress(n_files, finished, failed)
+    watched = task(current_priority=priority, gshare=share)
+    if boost(watched, figures, SETTINGS, share_available=available) is not None:
+        assert may_boost(watched, counters, SETTINGS)
 
 
 PAUSING = dataclasses.replace(SETTINGS, pause_failure_rate=0.5)
