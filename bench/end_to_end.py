@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import sys
 import tempfile
 import time
@@ -27,6 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import scratch_store, step  # noqa: E402
+from bench.feed import _cpu_since  # noqa: E402
 from bench.lifecycle import ROOMY, consistent, final_count, load_tasks  # noqa: E402
 from jedictl.clock import utcnow  # noqa: E402
 
@@ -43,24 +45,29 @@ def run(backend: str, n_tasks: int, n_files: int, workdir: Path, files_per_job: 
                "JEDICTL_GENERATE__THROTTLE": "false", **ROOMY}
         jobs_per_site = str(max(1000, n_tasks * n_files // files_per_job))
         rounds: list[dict[str, float]] = []
+        cpu: dict[str, float] = defaultdict(float)  # user + system of the run and simulate processes: what the load does not move
         peak = 0
         start = utcnow()
         started = time.perf_counter()
         for number in range(1, max_rounds + 1):
             now = (start + timedelta(minutes=5 * number)).strftime("%Y-%m-%dT%H:%M:%SZ")
             spent: dict[str, float] = defaultdict(float)
+            children = resource.getrusage(resource.RUSAGE_CHILDREN)
             seconds, mb, out = step(url, "run", "--once", "-o", "json", "--seed", str(number), "--now", now, env=env)
             peak = max(peak, mb)
             passes = json.loads(out).get("passes", [])
             for one in passes:
                 spent[one["pass"]] += one.get("duration_s", 0.0)
             spent["start-up"] = max(seconds - sum(spent.values()), 0.0)
+            cpu["run"] += _cpu_since(children)
             final, total = final_count(url)
             if final < total:
+                children = resource.getrusage(resource.RUSAGE_CHILDREN)
                 seconds, mb, _ = step(url, "simulate", "--jobs", jobs_per_site, "--failure-rate", "0.1", "--seed", str(number), "-q",
                                       "--now", now)
                 peak = max(peak, mb)
                 spent["simulate"] = seconds
+                cpu["simulate"] += _cpu_since(children)
             rounds.append(dict(spent))
             if final == total:
                 break
@@ -69,7 +76,9 @@ def run(backend: str, n_tasks: int, n_files: int, workdir: Path, files_per_job: 
         ok = consistent(url)
     files = n_tasks * n_files
     return {"backend": backend, "tasks": n_tasks, "files": files, "e2e_s": round(wall, 1), "rounds": len(rounds),
-            "files_per_s": round(files / wall), "peak_mb": peak, "final": f"{final}/{total}", "consistent": ok,
+            "files_per_s": round(files / wall),
+            "cpu_s": {name: round(seconds, 2) for name, seconds in cpu.items()}, "files_per_cpu_s": round(files / max(sum(cpu.values()), 1e-9)),
+            "peak_mb": peak, "final": f"{final}/{total}", "consistent": ok,
             "share": _shares(rounds), "share_first_third": _shares(rounds[: max(1, len(rounds) // 3)]),
             "share_last_third": _shares(rounds[-max(1, len(rounds) // 3):]), "seconds_per_agent": _totals(rounds)}
 
