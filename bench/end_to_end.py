@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import scratch_store, step  # noqa: E402
 from bench.feed import _cpu_since  # noqa: E402
-from bench.lifecycle import ROOMY, consistent, final_count, load_tasks  # noqa: E402
+from bench.lifecycle import ROOMY, consistent, final_count, load_tasks, roomy_grid  # noqa: E402
 from jedictl.clock import utcnow  # noqa: E402
 
 GOAL_FILES_PER_S = 20_000
@@ -37,7 +37,7 @@ GOAL_FILES_PER_S = 20_000
 
 def run(backend: str, n_tasks: int, n_files: int, workdir: Path, files_per_job: int = 10, max_rounds: int = 400) -> dict:
     with scratch_store(backend, workdir, "e2e") as url:
-        load_tasks(url, n_tasks, n_files, files_per_job, skip_scout=False)
+        load_tasks(url, n_tasks, n_files, files_per_job, skip_scout=False, grid=roomy_grid())
         env = {"JEDICTL_REFINE__LIMIT": str(n_tasks), "JEDICTL_FEED__LIMIT": str(n_tasks), "JEDICTL_GENERATE__N_TASKS": str(n_tasks),
                "JEDICTL_TASK_BROKER__LIMIT": str(n_tasks), "JEDICTL_FINALIZE__LIMIT": str(n_tasks), "JEDICTL_WATCHDOG__LIMIT": str(n_tasks),
                # The throttler would hold generation to a bunch per share and pass, and the simulator
