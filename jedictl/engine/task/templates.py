@@ -225,10 +225,16 @@ def compact_lfn_list(lfns: Sequence[str]) -> str:
 
 def _common_prefix(names: Sequence[str]) -> str:
     first, last = min(names), max(names)  # the common prefix of all is that of the extremes
-    length = 0
-    while length < min(len(first), len(last)) and first[length] == last[length]:
-        length += 1
-    return first[:length]
+    # The longest equal head, found by halving (slices compare in C): this runs twice for every job's
+    # input list, and a character at a time it was a tenth of the generator's time.
+    low, high = 0, min(len(first), len(last))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if first[:middle] == last[:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return first[:low]
 
 
 def _stream_map(job: JobContext) -> tuple[dict[str, list[str]], dict[str, str]]:

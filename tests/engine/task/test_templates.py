@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os.path
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from jedictl.engine.jobs.resources import (
     OutputTemplate,
@@ -15,6 +19,7 @@ from jedictl.engine.task.templates import (
     JobContext,
     OutputFile,
     UnresolvedPlaceholder,
+    _common_prefix,
     compact_lfn_list,
     evaluate_arithmetic,
     render_job_parameters,
@@ -91,6 +96,11 @@ def test_a_regenerated_job_takes_new_serial_numbers():
 ])
 def test_compact_form(lfns, expected):
     assert compact_lfn_list(lfns) == expected
+
+
+@given(st.lists(st.text(alphabet="ab.01_", max_size=12), min_size=1, max_size=6))
+def test_the_common_head_is_the_longest_one_every_name_starts_with(names):
+    assert _common_prefix(names) == os.path.commonprefix(names)
 
 
 def test_inputs_are_sorted_and_deduplicated_unless_the_order_is_kept():
