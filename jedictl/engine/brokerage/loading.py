@@ -17,7 +17,7 @@ from jedictl.engine.brokerage.model import (
     SiteLoad,
     SlotLoad,
     catalog_from_rows,
-    chunk_input,
+    chunk_input_held,
     job_atom,
     site_loads_from_rows,
     slot_loads_from_rows,
@@ -77,14 +77,20 @@ def chunk_of(records: Sequence[Any], catalog: DataCatalog, *, files_per_job: int
         if lfn not in seen:
             seen[lfn] = (lfn, size or 0, n_events)
             by_dataset.setdefault(dataset, []).append(lfn)
-    replicas = []
+    position = {lfn: i for i, lfn in enumerate(seen)}
+    held_at: dict[str, set[int]] = {}
     for dataset, lfns in by_dataset.items():
+        every: list[int] | None = None
         for endpoint, held in catalog.replica_map(dataset, lfns).items():
-            replicas.extend((lfn, endpoint) for lfn in held)
+            if len(held) >= len(lfns) and held.issuperset(lfns):  # a complete replica: every file, found once per dataset
+                every = every if every is not None else [position[lfn] for lfn in lfns]
+                held_at.setdefault(endpoint, set()).update(every)
+            else:
+                held_at.setdefault(endpoint, set()).update(position[lfn] for lfn in held if lfn in position)
     entries = list(seen.values())
     atom_bytes, atom_events = job_atom([int(size or 0) for _, size, _ in entries], [int(n or 0) for _, _, n in entries],
                                        files_per_job, events_per_job)
-    return chunk_input(entries, replicas, max_atom_bytes=atom_bytes, max_atom_events=atom_events, **flags)
+    return chunk_input_held(entries, held_at, max_atom_bytes=atom_bytes, max_atom_events=atom_events, **flags)
 
 
 NOT_RUNNING = ("assigned", "activated", "starting", "sent")

@@ -400,10 +400,15 @@ def chunk_input(
         position = index.get(lfn)
         if position is not None:
             by_endpoint.setdefault(endpoint, set()).add(position)
+    return chunk_input_held(files, by_endpoint, **flags)
+
+
+def chunk_input_held(files: Sequence[tuple[str, int, int | None]], held: Mapping[str, Iterable[int]], **flags: Any) -> ChunkInput:
+    """A ChunkInput from (lfn, size, events) triples and, per endpoint, the positions of the files it holds."""
     return ChunkInput(
         file_sizes=tuple(int(size or 0) for _, size, _ in files),
         file_events=tuple(int(events or 0) for _, _, events in files),
-        replicas=MappingProxyType({name: frozenset(found) for name, found in by_endpoint.items()}),
+        replicas=MappingProxyType({name: frozenset(found) for name, found in held.items()}),
         **flags,
     )
 
