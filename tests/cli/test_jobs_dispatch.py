@@ -245,7 +245,7 @@ def test_job_payload_is_a_pure_function_of_rows():
                                dataset=dataset)
 
     rows = [file("a", "input", "ds"), file("123", "pseudo_input", "RNDMSEED"), file("o", "trn_output", "um", "D"), file("l", "trn_log", "uml", "D")]
-    payload = job_payload(job, rows, {("ds", "a"): ["Z", "A"]})
+    payload = job_payload(job, rows, {("ds", "a"): ("A", "Z")})  # input_replicas gives each file's endpoints sorted
     assert tuple(payload) == PAYLOAD_KEYS
     assert (payload["task_job"], payload["release"], payload["is_scout"], payload["priority"]) == ("3.2", "Athena,24.0.40", False, 5000)
     assert [(i["lfn"], i["replicas"]) for i in payload["inputs"]] == [("a", ["A", "Z"]), ("123", [])]

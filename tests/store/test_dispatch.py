@@ -110,3 +110,22 @@ def test_two_dispatchers_at_once_on_postgresql_take_disjoint_jobs_without_waitin
     assert mine == ids[:2] and theirs == ids[2:]
     with db.read() as conn:
         assert [job_row(conn, i).executor for i in ids] == ["pilot-1"] * 2 + ["pilot-2"] * 3
+
+
+def test_input_replicas_are_sorted_per_file_complete_replicas_shared_and_partial_ones_added(db):
+    """A payload's replicas: every endpoint of a complete replica holds every file, an incomplete one only
+    the files it lists; each file's endpoints come sorted, and a file held nowhere has none."""
+    from jedictl.engine.catalogs.importer import import_data_catalog, import_resource_catalog
+    from jedictl.store.dispatch import input_replicas
+
+    with db.begin() as conn:
+        import_resource_catalog(conn, {"storage_endpoints": [{"name": name, "kind": "disk"} for name in ("Z_DISK", "A_DISK", "M_DISK")]}, T0)
+        import_data_catalog(conn, {"datasets": [
+            {"name": "ds", "state": "closed", "files": [{"lfn": lfn, "size": 1} for lfn in ("f1", "f2", "f3")],
+             "replicas": [{"endpoint": "Z_DISK"}, {"endpoint": "M_DISK", "complete": False, "files": ["f2"]}, {"endpoint": "A_DISK"}]},
+            {"name": "only.part", "state": "closed", "files": [{"lfn": "g1", "size": 1}, {"lfn": "g2", "size": 1}],
+             "replicas": [{"endpoint": "M_DISK", "complete": False, "files": ["g1"]}]},
+        ]}, T0)
+    with db.read() as conn:
+        found = input_replicas(conn, {"ds": ["f1", "f2"], "only.part": ["g1", "g2"], "unknown": ["x"]})
+    assert found == {("ds", "f1"): ("A_DISK", "Z_DISK"), ("ds", "f2"): ("A_DISK", "M_DISK", "Z_DISK"), ("only.part", "g1"): ("M_DISK",)}

@@ -165,7 +165,7 @@ def job_payload(job: Any, files: Sequence[Any], replicas: Mapping[tuple[str, str
     """What an executor receives for one job (docs/executor-protocol.md): a plain dict of plain values.
 
     `job` is a jobs row (attribute access), `files` its job files with `dataset` (the task dataset's
-    name), `replicas` the endpoints per (dataset, lfn) of catalog inputs.
+    name), `replicas` the endpoints per (dataset, lfn) of catalog inputs, sorted.
     """
     inputs, outputs = [], []
     for row in files:
@@ -174,7 +174,7 @@ def job_payload(job: Any, files: Sequence[Any], replicas: Mapping[tuple[str, str
         else:
             inputs.append({"lfn": row.lfn, "scope": row.scope, "guid": row.guid, "size": row.size, "checksum": row.checksum,
                            "dataset": row.dataset, "type": row.type, "attempt_nr": row.attempt_nr,
-                           "replicas": sorted(replicas.get((row.dataset, row.lfn), ()))})
+                           "replicas": list(replicas.get((row.dataset, row.lfn), ()))})
     return {
         "job_id": job.id,
         "task_id": job.task_id,
