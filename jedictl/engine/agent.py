@@ -143,42 +143,59 @@ def leased_pass(
 
     `handle_batch(ids) -> {task_id: (outcome, reason)}`, if given, first takes the whole claimed batch
     (finalize: many tasks in one transaction); the tasks it leaves out, or all of them if it fails,
-    go through `handle` one by one."""
+    go through `handle` one by one.
+
+    The candidates are found once (up to `limit`, in order) and claimed `claim_batch` at a time by id,
+    each claim checking the filter again for its few; only when that list is used up with budget left
+    is the filter looked at again (tasks another process took meanwhile are not waited for). So a pass
+    reads its filter's tasks once, not once per batch."""
     budget = limit
     seen: set[int] = set()
     clock = PassClock(now)
     while budget > 0:
-        with store.begin() as conn:
-            ids = task_leases.claim(conn, candidates, order_by, seen, owner, clock.current(), lease_seconds, min(budget, claim_batch))
-        if not ids:
+        with store.read() as conn:
+            queue = task_leases.candidate_ids(conn, candidates, order_by, seen, clock.current(), budget)
+        if not queue:
             break
-        budget -= len(ids)
-        seen.update(ids)
-        done: dict[int, tuple[str, str | None]] = {}
-        if handle_batch is not None:
-            try:
-                done = handle_batch(ids)
-            except Exception:  # noqa: BLE001 - rolled back: every task goes the one-task way, which reports its fault
-                done = {}
-        for task_id, (outcome, reason) in done.items():
-            report.add(outcome, task_id=task_id, reason=reason)
-        for task_id in (i for i in ids if i not in done):
-            try:
-                outcome, reason = handle(task_id)
-                report.add(outcome, task_id=task_id, reason=reason)
-            except LeaseLost as exc:
-                # Someone took it over -- or its status moved under our lease (an operator's command):
-                # then the lease is still ours and must not outlive the pass.
-                with store.begin() as conn:
-                    task_leases.release(conn, task_id, owner)
-                report.add("skipped", task_id=task_id, reason=str(exc))
-            except StoreUnavailable:
-                raise
-            except Exception as exc:  # noqa: BLE001 - one task's failure must not stop the pass
-                with store.begin() as conn:
-                    task_leases.release(conn, task_id, owner)
-                report.add_failure(exc, task_id=task_id)
+        seen.update(queue)
+        for start in range(0, len(queue), claim_batch):
+            if budget <= 0:
+                break
+            with store.begin() as conn:
+                ids = task_leases.claim_listed(conn, queue[start:start + min(budget, claim_batch)], candidates, owner, clock.current(),
+                                               lease_seconds)
+            budget -= len(ids)
+            _handle_claimed(store, report, ids, handle, handle_batch, owner)
     return report
+
+
+def _handle_claimed(store: Any, report: PassReport, ids: list[int], handle: Callable[[int], tuple[str, str | None]],
+                    handle_batch: Callable[[list[int]], dict[int, tuple[str, str | None]]] | None, owner: str) -> None:
+    """One claimed batch through `handle_batch`, then what it left through `handle`, each outcome reported."""
+    done: dict[int, tuple[str, str | None]] = {}
+    if handle_batch is not None and ids:
+        try:
+            done = handle_batch(ids)
+        except Exception:  # noqa: BLE001 - rolled back: every task goes the one-task way, which reports its fault
+            done = {}
+    for task_id, (outcome, reason) in done.items():
+        report.add(outcome, task_id=task_id, reason=reason)
+    for task_id in (i for i in ids if i not in done):
+        try:
+            outcome, reason = handle(task_id)
+            report.add(outcome, task_id=task_id, reason=reason)
+        except LeaseLost as exc:
+            # Someone took it over -- or its status moved under our lease (an operator's command):
+            # then the lease is still ours and must not outlive the pass.
+            with store.begin() as conn:
+                task_leases.release(conn, task_id, owner)
+            report.add("skipped", task_id=task_id, reason=str(exc))
+        except StoreUnavailable:
+            raise
+        except Exception as exc:  # noqa: BLE001 - one task's failure must not stop the pass
+            with store.begin() as conn:
+                task_leases.release(conn, task_id, owner)
+            report.add_failure(exc, task_id=task_id)
 
 
 def error_line(exc: BaseException) -> str:

@@ -87,6 +87,25 @@ def claim(conn: Connection, candidates: ColumnElement[bool], order_by: Sequence[
     return leases.claim(conn, tasks, candidates & not_one_of(conn, tasks.c.id, exclude), order_by, owner, now, seconds, limit)
 
 
+def candidate_ids(conn: Connection, candidates: ColumnElement[bool], order_by: Sequence[Any], exclude: Iterable[int], now: datetime,
+                  limit: int) -> list[int]:
+    """The ids of up to `limit` free tasks matching `candidates`, none of `exclude`, in `order_by` order --
+    what a pass will claim, found with one look at every task its filter covers. A claim of a few from
+    the whole filter at a time looked at them all again for every few (finalize's 10,000 tasks in
+    batches of 50 on PostgreSQL: 181 s of claims)."""
+    query = select(tasks.c.id).where(candidates, not_one_of(conn, tasks.c.id, exclude), leases.is_free(tasks, now))
+    return list(conn.execute(query.order_by(*order_by).limit(limit)).scalars())
+
+
+def claim_listed(conn: Connection, ids: Sequence[int], candidates: ColumnElement[bool], owner: str, now: datetime,
+                 seconds: float) -> list[int]:
+    """Lease those of `ids` (a `candidate_ids` list) that are still free and still match `candidates`, the
+    filter checked again for them alone; their ids."""
+    if not ids:
+        return []
+    return leases.claim(conn, tasks, tasks.c.id.in_(list(ids)) & candidates, BY_ID, owner, now, seconds, len(ids))
+
+
 def not_one_of(conn: Connection, column: Any, ids: Iterable[int]) -> ColumnElement[bool]:
     """`column NOT IN ids` as one bound parameter (a JSON array on SQLite, an array on PostgreSQL): a
     pass that excludes the thousands of tasks it has seen would otherwise render and bind thousands of

@@ -141,3 +141,44 @@ def test_a_batch_claimed_late_in_a_long_pass_holds_its_lease_from_then(cli, stor
         handle_store.close()
     first, second = (expiries[task_id] for task_id in sorted(expiries))
     assert first > NOW + timedelta(seconds=600) and second >= first + timedelta(seconds=400), (first, second)
+
+
+def test_a_pass_reads_its_candidates_once_and_claims_them_a_batch_at_a_time(cli, store, monkeypatch):
+    """The filter is looked at once for the whole pass (and once more to find it empty), not once per
+    claimed batch: finalize's 10,000 tasks in batches of 50 read every candidate 200 times before. A
+    task that left the filter after the look is not claimed (each claim checks the filter again)."""
+    from jedictl.engine.task.submission import parse_definition, register_task
+    from jedictl.store import task_leases
+
+    looks: list[int] = []
+    real = task_leases.candidate_ids
+
+    def counted(*args, **kwargs):
+        found = real(*args, **kwargs)
+        looks.append(len(found))
+        return found
+
+    monkeypatch.setattr(task_leases, "candidate_ids", counted)
+    handle_store = open_store(store)
+    try:
+        with handle_store.begin() as conn:
+            ids = [register_task(conn, parse_definition(evgen_task(n), user="u", default_user="u"), evgen_task(n), NOW, "test")
+                   for n in range(7)]
+        batches: list[int] = []
+
+        def handle(task_id: int):
+            if task_id == ids[0]:  # while the first batch is handled, a later task leaves the filter
+                with handle_store.begin() as conn:
+                    conn.execute(update(tasks).where(tasks.c.id == ids[5]).values(status="aborted"))
+            batches.append(task_id)
+            return "done", None
+
+        report = leased_pass(handle_store, PassReport("t"), tasks.c.status == "registered", [tasks.c.id], handle,
+                             owner="me", now=NOW, lease_seconds=600, limit=100, claim_batch=2)
+        with handle_store.read() as conn:
+            held = conn.execute(select(tasks.c.id).where(tasks.c.lease_owner.is_not(None))).scalars().all()
+    finally:
+        handle_store.close()
+    assert looks == [7, 0]
+    assert batches == [i for i in ids if i != ids[5]] and report.counts == {"done": 6}
+    assert held == ids[:5] + ids[6:]  # the handle leaves its leases to the caller's ending_leases
