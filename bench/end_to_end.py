@@ -38,7 +38,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import _high_water_kb, scratch_store, step  # noqa: E402
+from bench.common import _high_water_kb, analyze, scratch_store, step  # noqa: E402
 from bench.feed import _cpu_since  # noqa: E402
 from bench.lifecycle import ROOMY, consistent, final_count, load_tasks, roomy_grid  # noqa: E402
 from jedictl.clock import utcnow  # noqa: E402
@@ -59,6 +59,7 @@ def run(backend: str, n_tasks: int, n_files: int, workdir: Path, files_per_job: 
     """One end-to-end run in `mode` (loops | rounds) on a new store."""
     with scratch_store(backend, workdir, "e2e") as url:
         load_tasks(url, n_tasks, n_files, files_per_job, skip_scout=False, grid=roomy_grid())
+        analyze(url)
         jobs_per_site = str(max(1000, n_tasks * n_files // files_per_job))
         if mode == "loops":
             result = run_loops(url, settings_env(n_tasks), jobs_per_site, workdir)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import scratch_store, step  # noqa: E402
+from bench.common import analyze, scratch_store, step  # noqa: E402
 from jedictl.clock import utcnow  # noqa: E402
 
 #: Simulated jobs end within the round, so no site ever shows running jobs and the queued cap would
@@ -96,6 +96,7 @@ def finalize_run(backend: str, n_tasks: int, workdir: Path) -> dict:
         for args in (["refine", "--limit", limit], ["feed", "--limit", limit], ["broker", "--limit", limit],
                      ["generate", "--limit", limit, "--no-throttle"], ["simulate", "--jobs", limit, "--failure-rate", "0"]):
             step(url, *args, "-q", env=ROOMY)
+        analyze(url)
         shares_s, shares_mb, _ = step(url, "queue-shares", "-o", "json")
         seconds, peak, out = step(url, "finalize", "--limit", limit, "-o", "json")
         done = json.loads(out)["counts"]["done"]
