@@ -67,12 +67,13 @@ def job_templates_of(conn: Connection, task_id: int) -> dict[str, str]:
 
 
 def output_owners(conn: Connection, names: Iterable[str]) -> list[Row]:
-    """(name, task_id, status) of the refined tasks that write an output, log or unmerged dataset of
-    one of these names."""
+    """(name, task_id, status, user_name, task_name) of the refined tasks that write an output, log or
+    unmerged dataset of one of these names."""
     wanted = sorted(set(names))
     if not wanted:
         return []
-    return list(conn.execute(select(datasets.c.name, datasets.c.task_id, tasks.c.status).join(tasks, tasks.c.id == datasets.c.task_id)
+    return list(conn.execute(select(datasets.c.name, datasets.c.task_id, tasks.c.status, tasks.c.user_name, tasks.c.name.label("task_name"))
+                             .join(tasks, tasks.c.id == datasets.c.task_id)
                              .where(datasets.c.name.in_(wanted), datasets.c.type.in_([t.value for t in DATASET_OUTPUT_TYPES]))
                              .order_by(datasets.c.task_id)))
 
@@ -89,11 +90,11 @@ def lock_output_names(conn: Connection, names: Iterable[str]) -> None:
 
 
 def output_writers(conn: Connection, names: Iterable[str]) -> list[Row]:
-    """(name, task_id, status) of every task registered to write an output or log dataset of one of
-    these names (`task_outputs`, written at registration: refined or not)."""
+    """(name, task_id, status, user_name, task_name) of every task registered to write an output or log
+    dataset of one of these names (`task_outputs`, written at registration: refined or not)."""
     wanted = sorted(set(names))
     if not wanted:
         return []
-    return list(conn.execute(select(task_outputs.c.name, task_outputs.c.task_id, tasks.c.status)
+    return list(conn.execute(select(task_outputs.c.name, task_outputs.c.task_id, tasks.c.status, tasks.c.user_name, tasks.c.name.label("task_name"))
                              .join(tasks, tasks.c.id == task_outputs.c.task_id)
                              .where(task_outputs.c.name.in_(wanted)).order_by(task_outputs.c.task_id)))

@@ -234,6 +234,7 @@ def _refine_one(store, task_id: int, catalog: Catalog, settings: Settings, owner
                 params.document, user=task.user_name, default_user=task.user_name,
                 priority=task.task_priority, parent_id=task.parent_id,
                 analysis_priority=settings.refine.analysis_priority, policy=UNCAPPED,
+                allow_task_duplication=bool((task.options or {}).get("allow_task_duplication")),  # submit --allow-task-duplication
             )
             gate = parent_gate(task.parent_id, task_store.parent_status(conn, task.parent_id) if task.parent_id else None,
                                bool(definition.options.no_wait_parent))
