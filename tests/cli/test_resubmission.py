@@ -188,6 +188,9 @@ def test_another_users_outDS_is_refused(cli, store):
     # the same user's dataset under another name: resubmit the task under its name
     line = refused(cli, store, "submit", "-", "--user", "alice", input=_prun(taskName="user.someone.renamed/"))
     assert f"belongs to task {task_id} (done); resubmit it under its name {OUT_DS} to continue it" in line
+    # without uniqueTaskName the same name is no resubmission (PanDA's server looks only with it): the outputs refuse it
+    line = refused(cli, store, "submit", "-", "--user", "alice", input=_prun(uniqueTaskName=False))
+    assert f"belongs to task {task_id} (done); resubmit it under its name {OUT_DS} with uniqueTaskName set to continue it" in line
 
 
 def test_new_code_replaces_the_sandbox_of_the_continued_task(cli, store, tmp_path):

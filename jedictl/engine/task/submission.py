@@ -151,8 +151,10 @@ def refuse_shared_outputs(conn, definition: TaskDefinition, task_id: int | None 
             hint = "a broken task cannot be continued: set allowTaskDuplication to write to it from a new task"
         else:
             when = "" if row.status in RESUBMITTABLE else " once it has ended"
-            hint = (f"resubmit it under its name {row.task_name} to continue it{when}, or set allowTaskDuplication to write to it "
-                    "from a new task")
+            # without a unique name a submission never continues a task: PanDA resubmits only with uniqueTaskName
+            unique_flag = "" if definition.unique_name else f" with {'uniqueTaskName' if definition.format == 'panda' else 'unique_name'} set"
+            hint = (f"resubmit it under its name {row.task_name}{unique_flag} to continue it{when}, or set allowTaskDuplication to "
+                    "write to it from a new task")
         raise BadInput(f"output dataset {dataset.name} belongs to {other}; {hint}", dataset.path or "outDS")
 
 
