@@ -21,7 +21,7 @@ import yaml
 from jedictl.clock import parse_time
 from jedictl.engine.agent import PASS_COUNTS
 from jedictl.store import pilots as pilot_store
-from jedictl.store.schema import datasets
+from jedictl.store.schema import datasets, tasks
 from tests.conftest import ROOT, click_command, invoke
 from tests.helpers import run_sql
 
@@ -192,6 +192,13 @@ class Scenario:
         j("check", "check")
         run_sql(self.url, lambda conn: conn.execute(datasets.update().where(datasets.c.name == "ds.out").values(n_files=datasets.c.n_files + 7)))
         j("check (violations)", "check", code=1)
+        # A task of a unique name that ended, submitted again: `submit`'s answer, of a resubmission.
+        again = {**WORKED, "taskName": "json.again", "uniqueTaskName": True, "jobParameters": [
+            WORKED["jobParameters"][0], {**WORKED["jobParameters"][1], "dataset": "ds.again"}], "log": {**WORKED["log"], "dataset": "ds.again.log"}}
+        for step in (["submit", "-"], ["refine"]):
+            assert invoke([*step, "--db", self.url, "--now", NOW], input=json.dumps(again)).exit_code == 0
+        run_sql(self.url, lambda conn: conn.execute(tasks.update().where(tasks.c.name == "json.again").values(status="finished")))
+        j("submit (resubmission)", "submit", "-", input=json.dumps({**again, "nFilesPerJob": 1, "maxAttempt": 9}))
         j("split", "split", "--algorithm", "FileBased", "--param", "files_per_job=1", "-", input=json.dumps(FILESET), store=False)
         j("demo", "demo", "--db", str(self.tmp / "demo.db"), store=False)
 

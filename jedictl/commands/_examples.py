@@ -36,6 +36,9 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
         E("Check PanDA task parameters and print the task jedictl would store", "jedictl submit --dry-run examples/panda-taskparams/prun_files.json", True),
         E("Register a task for user alice at priority 900", "jedictl submit examples/panda-taskparams/prun_noinput.json --user alice --priority 900"),
         E("Register a task that waits for task 12 to end", "jedictl submit examples/panda-taskparams/prun_files.json --parent 12 -o json"),
+        E("Submit it again once it has ended: its failed and new files run, with the new sandbox (prun --useNewCode)",
+          "jedictl submit examples/panda-taskparams/prun_files.json --use-new-code"),
+        E("A new task with the outDS of a broken one", "jedictl submit examples/panda-taskparams/prun_files.json --allow-task-duplication"),
     ),
     "refine": (
         E("One pass of the Task Refiner", "jedictl refine"),

@@ -16,15 +16,30 @@ def submit(
     user: Annotated[Optional[str], typer.Option("--user", help="Owner of the task (default: the spec's, else your login name).")] = None,
     priority: Annotated[Optional[int], typer.Option("--priority", help="Task priority (overrides the spec).")] = None,
     parent: Annotated[Optional[int], typer.Option("--parent", metavar="TASK_ID", help="Parent task this one waits for.", min=1)] = None,
+    allow_task_duplication: Annotated[bool, typer.Option(
+        "--allow-task-duplication",
+        help="Make a new task even if one of yours has this name (outDS), and let it write the output datasets another task "
+             "writes (PanDA's allowTaskDuplication).")] = False,
+    use_new_code: Annotated[bool, typer.Option(
+        "--use-new-code",
+        help="When the submission resubmits a task, its code replaces the task's: the sandbox (-a ARCHIVE) and sourceURL "
+             "of PanDA task parameters, the command and source_url of a spec (prun's --useNewCode).")] = False,
 ) -> None:
-    """Validate a task and store it as `registered` (the refiner takes it from there).
+    """Validate a task and store it as `registered` (the refiner takes it from there), or resubmit yours of the same name.
 
     The format is detected: PanDA task parameters (as written by prun/pathena) have `taskName` and
     `jobParameters`; anything else is read as a jedictl task spec (docs/task-spec.md).
+
+    A task named as one of yours that is finished, failed, done, aborted or exhausted (its outDS) is
+    not made again: that task is resubmitted, as PanDA does -- its failed and unused input files and
+    the files added to its inputs since are processed, with the parameters a resubmission may change
+    (docs/analysis.md). One still running is refused, and so is a broken one unless
+    --allow-task-duplication asks for a new task.
     """
     app = context(ctx)
     from jedictl.engine.input.documents import load_document
-    from jedictl.engine.task.submission import PriorityPolicy, parse_definition, register_task
+    from jedictl.engine.commando.submit import submit as submit_task
+    from jedictl.engine.task.submission import PriorityPolicy, parse_definition
 
     text, name = read_source(source)
     document = load_document(text, name)
@@ -32,7 +47,7 @@ def submit(
     policy = PriorityPolicy(refine.analysis_priority, tuple(refine.super_users), tuple(refine.super_groups))
     definition = parse_definition(
         document, user=user, default_user=_login_name(), priority=priority, parent_id=parent,
-        analysis_priority=refine.analysis_priority, policy=policy,
+        analysis_priority=refine.analysis_priority, policy=policy, allow_task_duplication=allow_task_duplication,
     )
     if definition.priority_capped_from is not None:
         app.note(f"priority {definition.priority_capped_from} lowered to {definition.task_priority}: analysis tasks of "
@@ -48,10 +63,11 @@ def submit(
     if dry_run:
         app.emit(definition.summary())
         return
-    store = app.store()
-    with store.begin() as conn:
-        task_id = register_task(conn, definition, document, app.clock.now(), app.owner)
-    app.emit({"task_id": task_id, "status": "registered"})
+    outcome = submit_task(app.store(), definition, document, app.settings, app.clock.now(), app.owner, use_new_code=use_new_code,
+                          parent_given=parent is not None, priority_given=priority is not None)
+    for warning in outcome.warnings:
+        app.note(warning)
+    app.emit(outcome.as_dict())
 
 
 def _login_name() -> str:

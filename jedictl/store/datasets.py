@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import Connection, Row, func, insert, select
+from sqlalchemy import Connection, Row, func, insert, select, update
 
 from jedictl.model import DATASET_OUTPUT_TYPES
 from jedictl.store.schema import datasets, job_param_templates, output_templates, task_outputs, tasks
@@ -33,6 +33,30 @@ def insert_dataset(conn: Connection, values: dict[str, Any]) -> Row:
     return get_dataset(conn, new_id)
 
 
+def set_job_templates(conn: Connection, task_id: int, templates: dict[str, str]) -> None:
+    """Replace the task's job-parameter templates of these kinds ("job", "merge"): a resubmission's new code."""
+    for kind, template in sorted(templates.items()):
+        updated = conn.execute(update(job_param_templates).where(job_param_templates.c.task_id == task_id, job_param_templates.c.kind == kind)
+                               .values(template=template))
+        if updated.rowcount != 1:
+            raise LookupError(f"task {task_id} has no {kind} template")
+
+
+#: A dataset's counters: a new dataset starts with each at 0.
+COUNTERS = ("n_files", "n_files_to_be_used", "n_files_used", "n_files_finished", "n_files_failed", "n_files_on_hold", "n_files_missing",
+            "n_events", "n_events_to_be_used", "n_events_used")
+
+
+def add_input_like(conn: Connection, like: int, name: str, now: Any, container_name: str | None = None) -> int:
+    """A new input dataset `name` of the task of dataset `like`, of its stream, kind, master and attributes,
+    not fed yet (JEDI's appendDatasets: a resubmission's new input, a container's new member). Returns its id."""
+    row = get_dataset(conn, like)
+    values = {key: value for key, value in row._mapping.items() if key != "id"}
+    values.update({counter: 0 for counter in COUNTERS}, name=name, container_name=container_name, status="defined", state=None,
+                  state_checked_at=None, site=None, created_at=now, modified_at=now)
+    return conn.execute(insert(datasets).values(**values).returning(datasets.c.id)).scalar_one()
+
+
 def templates_of(conn: Connection, task_id: int) -> list[Row]:
     return list(conn.execute(select(output_templates).where(output_templates.c.task_id == task_id).order_by(output_templates.c.id)))
 
@@ -43,12 +67,13 @@ def job_templates_of(conn: Connection, task_id: int) -> dict[str, str]:
 
 
 def output_owners(conn: Connection, names: Iterable[str]) -> list[Row]:
-    """(name, task_id, status) of the refined tasks that write an output, log or unmerged dataset of
-    one of these names."""
+    """(name, task_id, status, user_name, task_name) of the refined tasks that write an output, log or
+    unmerged dataset of one of these names."""
     wanted = sorted(set(names))
     if not wanted:
         return []
-    return list(conn.execute(select(datasets.c.name, datasets.c.task_id, tasks.c.status).join(tasks, tasks.c.id == datasets.c.task_id)
+    return list(conn.execute(select(datasets.c.name, datasets.c.task_id, tasks.c.status, tasks.c.user_name, tasks.c.name.label("task_name"))
+                             .join(tasks, tasks.c.id == datasets.c.task_id)
                              .where(datasets.c.name.in_(wanted), datasets.c.type.in_([t.value for t in DATASET_OUTPUT_TYPES]))
                              .order_by(datasets.c.task_id)))
 
@@ -65,11 +90,11 @@ def lock_output_names(conn: Connection, names: Iterable[str]) -> None:
 
 
 def output_writers(conn: Connection, names: Iterable[str]) -> list[Row]:
-    """(name, task_id, status) of every task registered to write an output or log dataset of one of
-    these names (`task_outputs`, written at registration: refined or not)."""
+    """(name, task_id, status, user_name, task_name) of every task registered to write an output or log
+    dataset of one of these names (`task_outputs`, written at registration: refined or not)."""
     wanted = sorted(set(names))
     if not wanted:
         return []
-    return list(conn.execute(select(task_outputs.c.name, task_outputs.c.task_id, tasks.c.status)
+    return list(conn.execute(select(task_outputs.c.name, task_outputs.c.task_id, tasks.c.status, tasks.c.user_name, tasks.c.name.label("task_name"))
                              .join(tasks, tasks.c.id == task_outputs.c.task_id)
                              .where(task_outputs.c.name.in_(wanted)).order_by(task_outputs.c.task_id)))

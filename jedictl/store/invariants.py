@@ -15,7 +15,7 @@ from sqlalchemy import Connection, and_, case, exists, func, literal, or_, selec
 from jedictl.model import JOB_FINAL, TASK_FINAL, FileStatus, JobStatus, TaskStatus
 from jedictl.store.files import record_events
 from jedictl.store.schema import (
-    catalog_datasets, catalog_files, datasets, files, job_files, job_retry_history, jobs, task_status_history, tasks,
+    catalog_datasets, catalog_files, datasets, files, job_files, job_retry_history, jobs, task_outputs, task_status_history, tasks,
 )
 
 INPUT_TYPES = ("input", "pseudo_input")
@@ -300,8 +300,27 @@ def assigned_jobs_await_input(conn: Connection) -> list[str]:
     return [f"task {r.task_id} job {r.id} is assigned but waits for no input transfer" for r in rows]
 
 
+def outputs_of_one_task(conn: Connection) -> list[str]:
+    """An output dataset belongs to one task: of the tasks registered to write it that did not break,
+    each but the first was submitted with allowTaskDuplication. A submission of the same outDS continues
+    the task instead (docs/analysis.md, "Resubmitting with the same outDS"); only the explicit opt-out
+    makes a second writer, whose jobs would otherwise be told to write the first one's file names."""
+    live = tasks.c.status != TaskStatus.BROKEN.value
+    shared = (select(task_outputs.c.name).join(tasks, tasks.c.id == task_outputs.c.task_id).where(live)
+              .group_by(task_outputs.c.name).having(func.count() > 1))
+    rows = conn.execute(select(task_outputs.c.name, tasks.c.id, tasks.c.options).join(tasks, tasks.c.id == task_outputs.c.task_id)
+                        .where(live, task_outputs.c.name.in_(shared)).order_by(task_outputs.c.name, tasks.c.id))
+    first: dict[str, int] = {}
+    problems = []
+    for row in rows:
+        owner = first.setdefault(row.name, row.id)
+        if owner != row.id and not (row.options or {}).get("allow_task_duplication"):
+            problems.append(f"task {row.id} writes output dataset {row.name} of task {owner} without allowTaskDuplication")
+    return problems
+
+
 CHECKS = (dataset_counters, leases_of_final_tasks, files_in_one_live_job, retry_history, records_of_live_jobs, work_done_once,
-          live_jobs_of_ended_tasks, outputs_registered_once, inputs_of_ended_tasks, assigned_jobs_await_input)
+          live_jobs_of_ended_tasks, outputs_registered_once, inputs_of_ended_tasks, assigned_jobs_await_input, outputs_of_one_task)
 
 
 def check_all(conn: Connection, *, dead_owners: Sequence[str] = (), no_live_passes: bool = False) -> list[str]:

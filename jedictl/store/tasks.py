@@ -14,6 +14,14 @@ from jedictl.store import leases
 from jedictl.store.schema import datasets, job_param_templates, output_templates, task_outputs, task_params, task_status_history, tasks
 
 
+class NameTaken(BadInput):
+    """Another task of the user has this name (uniqueTaskName): a submission that raced past the check."""
+
+    def __init__(self, task_id: int, status: str, user_name: str):
+        self.task_id, self.status = task_id, status
+        super().__init__(f"task {task_id} ({status}) already has this name for user {user_name}", "name")
+
+
 def unique_key(user_name: str, name: str) -> str:
     return f"{user_name}\n{name}"
 
@@ -32,7 +40,7 @@ def insert_task(
     history line; returns its id.
 
     A duplicate name under uniqueTaskName is refused by the database itself (unique_name_key), so two
-    concurrent submissions cannot both succeed.
+    concurrent submissions cannot both succeed: the loser gets NameTaken, naming the winner.
     """
     row = {**values, "status": TaskStatus.REGISTERED.value, "created_at": now, "modified_at": now, "state_changed_at": now}
     try:
@@ -41,7 +49,7 @@ def insert_task(
     except IntegrityError as exc:
         existing = find_same_name(conn, values["user_name"], values["name"]) if values.get("unique_name_key") else None
         if existing is not None:
-            raise BadInput(f"task {existing.id} ({existing.status}) already has this name for user {values['user_name']}", "name") from exc
+            raise NameTaken(existing.id, existing.status, values["user_name"]) from exc
         raise
     conn.execute(insert(task_params).values(task_id=task_id, format=fmt, document=document, unknown_keys=list(unknown_keys)))
     if output_names:

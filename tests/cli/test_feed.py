@@ -73,6 +73,33 @@ def test_prun_analysis_task_expands_the_container_and_excludes_logs(cli, grid):
     assert rows[1][8] == 5001  # first-event numbering runs on across files
 
 
+def test_a_dataset_that_joined_an_expanded_container_is_fed_when_the_task_reads_its_inputs_again(cli, grid, tmp_path):
+    """JEDI's incexec expands the container again and appends its new datasets: a task sent back to the
+    feeder (incexec, a resubmission with the same outDS) records the files of a dataset added to the
+    container since; a plain re-scan of a running task does not expand it."""
+    from sqlalchemy import update
+
+    container = "mc23_13p6TeV.601229.PhPy8.DAOD_PHYS.e8514_p6026"
+    task_id = submit(cli, grid, path=EXAMPLES / "prun_files.json")
+    feed(cli, grid)
+    members = next(c for c in yaml.safe_load((ROOT / "examples" / "data.yaml").read_text())["containers"] if c["name"] == container)
+    joined = tmp_path / "joined.yaml"
+    joined.write_text(yaml.safe_dump({
+        "datasets": [{"name": f"{container}_tid00000003_00", "state": "closed", "replicas": [{"endpoint": "CERN-PROD_DATADISK"}],
+                      "files": [{"lfn": f"DAOD_PHYS.00000003._00000{n}.pool.root.1", "size": 10, "events": 50} for n in (1, 2)]}],
+        "containers": [{"name": container, "datasets": [*members["datasets"], f"{container}_tid00000003_00"]}]}))
+    cli("data", "import", str(joined), db=grid)
+    assert len(input_datasets(cli, grid, task_id)[1]) == 2  # nothing asked the feeder to look again
+    run_sql(grid, lambda conn: conn.execute(update(tasks).where(tasks.c.id == task_id).values(status="done")))
+    cli("task", "incexec", str(task_id), "-", db=grid, input="nFilesPerJob: 2\n")
+    feed(cli, grid)
+    task, inputs = input_datasets(cli, grid, task_id)
+    assert task["status"] == "ready"
+    assert [(d["name"], d["container"], d["n_files"], d["status"]) for d in inputs][-1] == (
+        f"{container}_tid00000003_00", container, 2, "ready")
+    assert len(records(grid, task_id)) == 22
+
+
 def test_no_input_prun_task_gets_pseudo_files_and_sequence_numbers(cli, grid):
     task_id = submit(cli, grid, path=EXAMPLES / "prun_noinput.json")
     feed(cli, grid)

@@ -15,7 +15,9 @@ PRUN_NOINPUT = str(EXAMPLES / "prun_noinput.json")
 
 def test_prun_task_is_submitted_refined_and_shown(cli, store):
     """The issue's acceptance path: submit PanDA's own task parameters, refine, show as JSON."""
-    assert cli.json("submit", PRUN_FILES, db=store) == {"task_id": 1, "status": "registered"}
+    assert cli.json("submit", PRUN_FILES, db=store) == {
+        "task_id": 1, "status": "registered", "resubmitted": False, "previous": None, "message": "succeeded. new jediTaskID=1",
+        "changes": {}, "kept": [], "inputs_added": [], "retried": 0}
     cli("refine", db=store)
     task = cli.json("task", "show", "1", db=store)
 
@@ -53,7 +55,7 @@ def test_submit_from_stdin_with_overrides(cli, store):
     with open(PRUN_FILES) as handle:
         text = handle.read()
     result = cli.json("submit", "-", "--user", "bob", "--priority", "42", db=store, input=text)
-    assert result == {"task_id": 1, "status": "registered"}
+    assert (result["task_id"], result["status"], result["resubmitted"]) == (1, "registered", False)
     task = cli.json("task", "show", "1", db=store)
     assert (task["user"], task["task_priority"]) == ("bob", 42)
 
@@ -77,11 +79,14 @@ def test_unknown_panda_keys_are_kept_and_listed(cli, store):
     assert task["unknown_keys"] == ["nJumboJobs", "jobParameters[1].someFutureKey"]
 
 
-def test_duplicate_name_is_refused_naming_the_existing_task(cli, store):
+def test_a_name_still_queued_is_refused_naming_the_existing_task(cli, store):
+    """The name of a task is its outDS: a second submission continues it once it has ended
+    (tests/cli/test_resubmission.py), and is refused while it is queued, as PanDA refuses it."""
     cli("submit", PRUN_FILES, db=store)
     before = row_counts(store)
     result = cli("submit", PRUN_FILES, db=store, code=2)
-    assert result.stderr.strip() == "jedictl: error: name: task 1 (registered) already has this name for user " + cli.json("task", "show", "1", db=store)["user"]
+    assert result.stderr.strip() == ("jedictl: error: taskName: jediTaskID=1 is already queued for outDS=user.someone.example.files/: "
+                                     "you cannot submit duplicated tasks")
     assert row_counts(store) == before
     # another user may reuse the name (writing the same output dataset needs allowTaskDuplication)
     cli("submit", "-", "--user", "somebody-else", db=store, input=_prun(allowTaskDuplication=True))
@@ -97,8 +102,8 @@ def test_an_output_dataset_belongs_to_one_task(cli, store):
     before = row_counts(store)
     refused = cli("submit", "-", db=store, input=_prun(taskName="user.someone.another.name"), code=2)
     assert refused.stderr.strip() == (f"jedictl: error: jobParameters[4]: output dataset {OUT_DS} belongs to task 1 (registered); "
-                                      "continue that task with `jedictl task incexec 1` once it has ended, or set allowTaskDuplication "
-                                      "to write to it from a new task")
+                                      "resubmit it under its name user.someone.example.files/ to continue it once it has ended, "
+                                      "or set allowTaskDuplication to write to it from a new task")
     assert row_counts(store) == before
     cli("refine", db=store)
     before = row_counts(store)
@@ -107,13 +112,13 @@ def test_an_output_dataset_belongs_to_one_task(cli, store):
     assert row_counts(store) == before
     # the explicit opt-out
     assert cli.json("submit", "-", db=store, input=_prun(taskName="user.someone.another.name", allowTaskDuplication=True))["task_id"] == 2
-    # an owner that ended can be continued; a broken one cannot (incexec refuses it)
+    # an owner that ended can be continued; a broken one cannot
     from sqlalchemy import update
 
     from jedictl.store.schema import tasks
     from tests.helpers import run_sql
 
-    for status, hint in (("finished", "continue that task with `jedictl task incexec 1`, or"),
+    for status, hint in (("finished", "resubmit it under its name user.someone.example.files/ to continue it, or"),
                          ("broken", "a broken task cannot be continued: set allowTaskDuplication")):
         run_sql(store, lambda conn: conn.execute(update(tasks).where(tasks.c.id == 1).values(status=status)))
         refused = cli("submit", "-", db=store, input=_prun(taskName="user.someone.third.name"), code=2)
@@ -124,13 +129,14 @@ def test_two_registered_tasks_of_one_output_dataset_the_second_breaks_at_refine(
     """Submissions that raced past each other's check: the first refined keeps the dataset."""
     from sqlalchemy import update
 
-    from jedictl.store.schema import task_params
+    from jedictl.store.schema import task_params, tasks
     from tests.helpers import run_sql
 
     cli("submit", PRUN_FILES, db=store)
     cli("submit", "-", db=store, input=_prun(taskName="user.someone.another.name", allowTaskDuplication=True))
     run_sql(store, lambda conn: conn.execute(update(task_params).where(task_params.c.task_id == 2)
                                              .values(document=json.loads(_prun(taskName="user.someone.another.name")))))
+    run_sql(store, lambda conn: conn.execute(update(tasks).where(tasks.c.id == 2).values(options={})))
     cli("refine", db=store)
     first, second = (cli.json("task", "show", str(n), db=store) for n in (1, 2))
     assert first["status"] == "defined"

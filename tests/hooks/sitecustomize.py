@@ -15,6 +15,9 @@ JEDICTL_HOOK_SLOW_CHUNK=SECONDS every chunk the generator writes waits SECONDS f
 JEDICTL_HOOK_SLOW_OWNER_CHECK=SECONDS  a submission waits SECONDS after it looked for the owner of its
                                 output datasets, before it registers the task (two submissions both past
                                 their check)
+JEDICTL_HOOK_SLOW_RESUBMISSION=SECONDS  a submission that continues a task waits SECONDS once it has
+                                planned the resubmission, holding the task's lock (two resubmissions
+                                of one outDS both past their look for the task)
 JEDICTL_HOOK_BREAK_GUARD=claim  leases.claim_one ignores the condition the row was chosen for -- the
                                 guard whose absence was issue 14's defect 1 -- so a test can show that
                                 its invariants catch the break
@@ -35,9 +38,23 @@ def _install() -> None:
     broken = os.environ.get("JEDICTL_HOOK_BREAK_GUARD")
     slow_chunk = float(os.environ.get("JEDICTL_HOOK_SLOW_CHUNK", "0") or 0)
     slow_owner_check = float(os.environ.get("JEDICTL_HOOK_SLOW_OWNER_CHECK", "0") or 0)
+    slow_resubmission = float(os.environ.get("JEDICTL_HOOK_SLOW_RESUBMISSION", "0") or 0)
     die_at = os.environ.get("JEDICTL_HOOK_DIE_AT")
-    if not (slow or slow_query or holding or broken or slow_chunk or slow_owner_check or die_at):
+    if not (slow or slow_query or holding or broken or slow_chunk or slow_owner_check or slow_resubmission or die_at):
         return
+    if slow_resubmission:
+        import time
+
+        from jedictl.engine.task import resubmission
+
+        real_plan = resubmission.plan
+
+        def slow_plan(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            planned = real_plan(*args, **kwargs)
+            time.sleep(slow_resubmission)
+            return planned
+
+        resubmission.plan = slow_plan
     if die_at == "generate-finish":
         import signal
 

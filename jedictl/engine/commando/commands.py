@@ -115,6 +115,12 @@ def run_command(store: Any, request: Request, settings: Settings, now: datetime)
                               "nothing was changed, give the command again") from exc
 
 
+def incexec_in(conn: Any, settings: Settings, now: datetime, task: Any, request: Request, change: Any) -> Outcome:
+    """incexec of the locked `task` with its parameters already merged (`change`), in the caller's
+    transaction, without the command's own record: a resubmission with the same outDS records itself."""
+    return _Commando(conn, settings, now).incexec_with(task, request, request.comment or default_comment("incexec", request.user), change)
+
+
 class _Commando:
     """The commands, in the caller's transaction."""
 
@@ -264,7 +270,11 @@ class _Commando:
         return self._retry_or_incexec(task, request, comment, None)
 
     def _incexec(self, task: Any, request: Request, comment: str) -> Outcome:
-        change = incexec_change(task.options or {}, request.changes)
+        return self.incexec_with(task, request, comment, incexec_change(task.options or {}, request.changes))
+
+    def incexec_with(self, task: Any, request: Request, comment: str, change: Any) -> Outcome:
+        """incexec with the parameters already merged (`change`): the command's own, or those of a
+        resubmission with the same outDS (engine/commando/submit.py). The caller holds the task's lock."""
         # The same check as reassign's: a site, cloud or site pattern the catalog does not know would leave
         # the task with nowhere to run (or exclude nothing) and nobody told.
         check_placement(load_catalog(self.conn), site=change.columns.get("site"), cloud=change.columns.get("cloud"),
@@ -303,7 +313,9 @@ class _Commando:
             # the parameters are merged here, so the refiner has nothing left to do: the feeder looks
             # at the inputs again (datasets toupdate) and picks up new files
             new_status = TaskStatus.DEFINED
-        message = f"{retried} input files back to ready" + (f"; inputs to be fed again with {_changes(change.changed)}" if change else "")
+        message = f"{retried} input files back to ready"
+        if change is not None:
+            message += "; inputs to be fed again" + (f" with {_changes(change.changed)}" if change.changed else "")
         if change is not None and request.rescout:
             message += "; the task scouts again"
         self._move(task.id, new_status, start.status, message, request.user, error_dialog=None, **values)

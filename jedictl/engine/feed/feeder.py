@@ -87,6 +87,7 @@ class TaskFeeder:
             self.options = options_from_dict(self.task.options)
             used_by = skip_task_ids(self.options.skip_files_used_by)
             self.skip = file_store.processed_keys(conn, used_by) if used_by else (frozenset(), frozenset())
+        rows = self._join_new_members(rows)
         inputs = sorted((d for d in rows if d.type in FEEDABLE), key=lambda d: (d.master_id is not None, d.stream_name == "SEQNUMBER", d.id))
         # Scouting happens once per task: a task sent back to `defined` after its avalanche (incexec, a
         # growing input) gets its whole input released, not the scouts' few chunks again.
@@ -110,6 +111,33 @@ class TaskFeeder:
                 if dataset.type == DatasetType.RANDOM_SEED.value and dataset.status == DatasetStatus.DEFINED.value:
                     self._update(conn, dataset.id, status=DatasetStatus.READY.value, state="closed", modified_at=self.now)
             return self._apply(conn, outcome)
+
+    def _join_new_members(self, rows: list[Any]) -> list[Any]:
+        """Datasets that joined an expanded container since it was expanded become rows of their own
+        when its rows are to be read again (`toupdate`: incexec, a resubmission with the same outDS, a
+        growing input), as JEDI's incexec expands the container again and appends the new datasets.
+        Returns the task's datasets, those included."""
+        containers: dict[str, Any] = {}
+        for row in rows:
+            if row.type in FEEDABLE and row.container_name and row.status == DatasetStatus.TOUPDATE.value:
+                containers.setdefault(row.container_name, row)
+        if not containers:
+            return rows
+        known = {row.name for row in rows}
+        with self.store.begin() as conn:
+            task_leases.renew(conn, self.task_id, self.owner, self.pass_clock.current(), self.settings.lease.seconds, [self.task.status])
+            catalog = self.factory(conn)
+            added = 0
+            for container, like in sorted(containers.items()):
+                info = catalog.dataset(container)
+                if info is None or info.kind != "container":
+                    continue
+                for name in catalog.constituents(container):
+                    if name not in known:
+                        dataset_store.add_input_like(conn, like.id, name, self.now, container_name=container)
+                        known.add(name)
+                        added += 1
+            return dataset_store.datasets_of(conn, self.task_id) if added else rows
 
     # ------------------------------------------------------------------------------ one dataset
 

@@ -8,9 +8,6 @@ guarded by the lease. A task that cannot be refined goes to `broken` with the re
 
 from __future__ import annotations
 
-import dataclasses
-import re
-import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -21,7 +18,7 @@ from jedictl.engine.shares import global_shares as shares
 from jedictl.engine.shares import resource_types, work_queues
 from jedictl.engine.shares.definitions import current_definitions
 from jedictl.engine.task import split_rule
-from jedictl.engine.task.definition import DatasetDef, TaskDefinition
+from jedictl.engine.task.definition import DatasetDef, TaskDefinition, effective_options, payload_identity
 from jedictl.engine.task.submission import UNCAPPED, parse_definition, refuse_shared_outputs
 from jedictl.errors import BadInput, JedictlError, LeaseLost
 from jedictl.model import TASK_PARENT_COMPLETED, TASK_PARENT_CORRUPTED, DatasetType, NewDataset, TaskStatus
@@ -102,18 +99,6 @@ def criteria_attributes(definition: TaskDefinition, rule: str) -> dict[str, Any]
     }
 
 
-def effective_options(definition: TaskDefinition):  # noqa: ANN201 - TaskOptions
-    """Options as JEDI's extractCommon derives them (§3.5)."""
-    options = definition.options
-    changes: dict[str, Any] = {}
-    if options.n_files_per_job is None and options.n_events_per_job is None and options.tgt_num_events_per_job:
-        changes["n_events_per_job"] = options.tgt_num_events_per_job
-    nepj = changes.get("n_events_per_job", options.n_events_per_job)
-    if options.n_files_per_job is None and options.n_events_per_input_file and nepj and nepj >= options.n_events_per_input_file:
-        changes["n_files_per_job"] = nepj // options.n_events_per_input_file
-    return dataclasses.replace(options, **changes) if changes else options
-
-
 def resource_columns(definition: TaskDefinition, settings: RefineSettings) -> dict[str, Any]:
     o = definition.options
     return {
@@ -138,10 +123,7 @@ def resource_columns(definition: TaskDefinition, settings: RefineSettings) -> di
 
 def request_type(definition: TaskDefinition) -> str:
     """JEDI's payload identity: the same program and arguments give the same hash."""
-    template = re.sub(r"\$\{[^}]*\}", "", definition.job_parameters)
-    sandbox = re.search(r"-a\s+(\S+)", definition.job_parameters)
-    key = "|".join(str(part) for part in (definition.trans_uses, definition.trans_home, definition.trans_path, template, sandbox.group(1) if sandbox else ""))
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, key))
+    return payload_identity(definition.trans_uses, definition.trans_home, definition.trans_path, definition.job_parameters)
 
 
 @dataclass(frozen=True)
@@ -252,6 +234,7 @@ def _refine_one(store, task_id: int, catalog: Catalog, settings: Settings, owner
                 params.document, user=task.user_name, default_user=task.user_name,
                 priority=task.task_priority, parent_id=task.parent_id,
                 analysis_priority=settings.refine.analysis_priority, policy=UNCAPPED,
+                allow_task_duplication=bool((task.options or {}).get("allow_task_duplication")),  # submit --allow-task-duplication
             )
             gate = parent_gate(task.parent_id, task_store.parent_status(conn, task.parent_id) if task.parent_id else None,
                                bool(definition.options.no_wait_parent))

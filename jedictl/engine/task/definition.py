@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -167,6 +168,36 @@ class TaskDefinition:
         data["merge"] = dataclasses.asdict(self.merge) if self.merge else None
         data["unknown_keys"] = list(self.unknown_keys)
         return data
+
+
+def effective_options(definition: TaskDefinition) -> TaskOptions:
+    """Options as JEDI's extractCommon derives them when the task is refined (§3.5)."""
+    options = definition.options
+    changes: dict[str, Any] = {}
+    if options.n_files_per_job is None and options.n_events_per_job is None and options.tgt_num_events_per_job:
+        changes["n_events_per_job"] = options.tgt_num_events_per_job
+    nepj = changes.get("n_events_per_job", options.n_events_per_job)
+    if options.n_files_per_job is None and options.n_events_per_input_file and nepj and nepj >= options.n_events_per_input_file:
+        changes["n_files_per_job"] = nepj // options.n_events_per_input_file
+    return dataclasses.replace(options, **changes) if changes else options
+
+
+#: The sandbox a job gets, in its job parameters: `-a ARCHIVE` (prun/pathena's source tarball).
+SANDBOX_RE = re.compile(r"(?:^|(?<=\s))-a\s+(\S+)")
+
+
+def sandbox_of(job_parameters: str | None) -> str | None:
+    """The sandbox (`-a ARCHIVE`) the job parameters name, else None."""
+    found = SANDBOX_RE.search(job_parameters or "")
+    return found.group(1) if found else None
+
+
+def payload_identity(trans_uses: str | None, trans_home: str | None, trans_path: str | None, job_parameters: str) -> str:
+    """JEDI's requestType: the same program, arguments and sandbox give the same hash (the watchdog pauses
+    the tasks of a payload that keeps failing)."""
+    template = re.sub(r"\$\{[^}]*\}", "", job_parameters)
+    key = "|".join(str(part) for part in (trans_uses, trans_home, trans_path, template, sandbox_of(job_parameters) or ""))
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, key))
 
 
 def placeholder_names(text: str) -> list[str]:

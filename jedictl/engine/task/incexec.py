@@ -38,9 +38,11 @@ class IncexecChange:
     keys: dict[str, str] = field(default_factory=dict)  # jedictl name -> the key as the operator wrote it
 
 
-def incexec_change(current: Mapping[str, Any], parameters: Any) -> IncexecChange:
+def incexec_change(current: Mapping[str, Any], parameters: Any, *, changeable: tuple[str, ...] = CHANGEABLE_OPTIONS,
+                    command: str = "incexec") -> IncexecChange:
     """Merge `parameters` (a mapping of PanDA keys or jedictl option names; None removes) into the
-    task's stored options `current`; validated as at submission."""
+    task's stored options `current`; validated as at submission. `changeable` names the options the
+    `command` may change (a resubmission with the same outDS has PanDA's own list)."""
     if not isinstance(parameters, Mapping) or not parameters:
         raise BadInput("must be a mapping of task parameters to change, e.g. {nFilesPerJob: 5}")
     values = dict(options_from_dict(current).as_dict())
@@ -58,10 +60,10 @@ def incexec_change(current: Mapping[str, Any], parameters: Any) -> IncexecChange
             continue
         spec = BY_NAME.get(key) or BY_PANDA_KEY.get(PBOOK_ALIASES.get(key, key))
         if spec is None:
-            guess = closest(key, [*CHANGEABLE_COLUMNS, *(BY_NAME[name].panda or name for name in CHANGEABLE_OPTIONS)])
+            guess = closest(key, [*CHANGEABLE_COLUMNS, *(BY_NAME[name].panda or name for name in changeable)])
             raise BadInput("unknown task parameter" + (f"; did you mean {guess}?" if guess else ""), key)
-        if spec.name not in CHANGEABLE_OPTIONS:
-            raise BadInput("cannot be changed by incexec (the records written at submission depend on it); submit a new task", key)
+        if spec.name not in changeable:
+            raise BadInput(f"cannot be changed by {command} (the records written at submission depend on it); submit a new task", key)
         coerced = coerce(spec, value, key)
         if coerced is None:
             values.pop(spec.name, None)

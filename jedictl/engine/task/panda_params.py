@@ -41,6 +41,8 @@ STRUCTURE_KEYS = frozenset({
     "countryGroup", "campaign", "reqID", "taskPriority", "uniqueTaskName", "parent_tid", "transPath",
     "transHome", "transUses", "architecture", "container_name", "sourceURL", "cloud", "site", "nucleus",
     "workQueueName", "gshare", "noInput", "jobParameters", "log", "log_merge", "mergeSpec",
+    # prun --useNewCode: the sandbox a resubmission puts in the task's job parameters (engine/task/resubmission.py)
+    "fixedSandbox",
 })
 #: Keys JEDI only records (shown by `task show`, no behaviour).
 INFORMATIONAL_KEYS = frozenset({

@@ -9,14 +9,15 @@ from typing import Any
 
 from jedictl.engine.input import fields
 from jedictl.engine.task.options import skip_task_ids
+from jedictl.engine.task.resubmission import RESUBMITTABLE, refusal
 from jedictl.engine.task.panda_params import ANALYSIS_LABELS, is_panda_params, parse_panda_params
 from jedictl.engine.task.spec import parse_task_spec
 from jedictl.engine.task.definition import PRIORITY_RANGE, USER_RE, TaskDefinition
 from jedictl.errors import BadInput, NotFound
-from jedictl.model import TASK_FINAL, TaskStatus
+from jedictl.model import TaskStatus
 from jedictl.store import datasets as dataset_store
 from jedictl.store import tasks as task_store
-from jedictl.store.tasks import unique_key
+from jedictl.store.tasks import NameTaken, unique_key
 
 @dataclass(frozen=True)
 class PriorityPolicy:
@@ -53,9 +54,11 @@ def parse_definition(
     parent_id: int | None = None,
     analysis_priority: int = 1000,
     policy: PriorityPolicy | None = None,
+    allow_task_duplication: bool = False,
 ) -> TaskDefinition:
     """Detect the format and parse. The owner is `user` (--user), else the document's, else `default_user`.
-    Analysis priorities are capped by `policy` (default: at `analysis_priority`, nobody privileged)."""
+    Analysis priorities are capped by `policy` (default: at `analysis_priority`, nobody privileged).
+    `allow_task_duplication` (submit --allow-task-duplication) sets the option the document may lack."""
     if user and not USER_RE.match(user):
         raise BadInput("must be letters, digits and . _ @ -", "--user")
     fields.integer(priority, "--priority", *PRIORITY_RANGE)
@@ -64,6 +67,8 @@ def parse_definition(
     definition = parse(document, user=user or "", priority=priority, parent_id=parent_id, analysis_priority=analysis_priority)
     if not definition.user_name:
         definition = dataclasses.replace(definition, user_name=default_user)
+    if allow_task_duplication and not definition.options.allow_task_duplication:
+        definition = dataclasses.replace(definition, options=dataclasses.replace(definition.options, allow_task_duplication=True))
     if not USER_RE.match(definition.user_name):
         raise BadInput("the task's user must be letters, digits and . _ @ -", "user")
     allowed = capped_priority(definition, policy or PriorityPolicy(analysis_cap=analysis_priority))
@@ -76,7 +81,9 @@ def task_row(definition: TaskDefinition) -> dict[str, Any]:
     """Column values of a newly submitted task (resource model and queues are the refiner's job)."""
     return {
         "name": definition.name, "user_name": definition.user_name,
-        "unique_name_key": unique_key(definition.user_name, definition.name) if definition.unique_name else None,
+        # A duplicate of a task with this name (allowTaskDuplication) shares the name: the key is PanDA's
+        # uniqueTaskName, which its client leaves out for a duplicate.
+        "unique_name_key": unique_key(definition.user_name, definition.name) if unique(definition) else None,
         "vo": definition.vo, "prod_source_label": definition.prod_source_label, "task_type": definition.task_type,
         "processing_type": definition.processing_type, "working_group": definition.working_group,
         "country_group": definition.country_group, "campaign": definition.campaign, "req_id": definition.req_id,
@@ -88,27 +95,38 @@ def task_row(definition: TaskDefinition) -> dict[str, Any]:
     }
 
 
+def unique(definition: TaskDefinition) -> bool:
+    """The task's name (PanDA's outDS) is one task's: a new submission of it continues that task."""
+    return definition.unique_name and not definition.options.allow_task_duplication
+
+
+def name_path(definition: TaskDefinition) -> str:
+    return "taskName" if definition.format == "panda" else "name"
+
+
 def register_task(conn, definition: TaskDefinition, document: dict[str, Any], now: datetime, by: str) -> int:  # noqa: ANN001
-    """Store a validated definition as a `registered` task (JEDI's task-parameter insertion)."""
+    """Store a validated definition as a `registered` task (JEDI's task-parameter insertion). The caller
+    has made sure no task of the user has its unique name (or turned the submission into a
+    resubmission: engine/commando/submit.py); one that appeared since is refused as PanDA refuses a
+    task already queued."""
     if definition.parent_id is not None and task_store.parent_status(conn, definition.parent_id) is None:
         raise NotFound(f"parent task {definition.parent_id} does not exist", "parent")
     for used_by in skip_task_ids(definition.options.skip_files_used_by):
         if task_store.parent_status(conn, used_by) is None:
             raise NotFound(f"task {used_by} does not exist", "skip_files_used_by")
-    if definition.unique_name:
-        existing = task_store.find_same_name(conn, definition.user_name, definition.name)
-        if existing is not None:
-            raise BadInput(f"task {existing.id} ({existing.status}) already has this name for user {definition.user_name}", "name")
     refuse_shared_outputs(conn, definition)
-    return task_store.insert_task(conn, task_row(definition), document, definition.format, definition.unknown_keys, now, by,
-                                  output_names=[dataset.name for dataset in definition.outputs()])
+    try:
+        return task_store.insert_task(conn, task_row(definition), document, definition.format, definition.unknown_keys, now, by,
+                                      output_names=[dataset.name for dataset in definition.outputs()])
+    except NameTaken as taken:
+        raise BadInput(refusal(taken.task_id, taken.status, definition.name) or str(taken), name_path(definition)) from taken
 
 
 def refuse_shared_outputs(conn, definition: TaskDefinition, task_id: int | None = None) -> None:  # noqa: ANN001
     """An output dataset belongs to one task (seed 000 "Task retry and resubmission": each task has a
     unique outDS; file usage is recorded per task). Another task writing the same dataset would be told
-    to write the same file names, so the new one is refused -- the owner is continued with `task
-    incexec` -- unless it sets allowTaskDuplication, the explicit opt-out.
+    to write the same file names, so the new one is refused -- the owner is continued by resubmitting it
+    under its own name -- unless it sets allowTaskDuplication, the explicit opt-out.
 
     At submission (`task_id` None) every registered task counts, refined or not (`task_outputs`). The
     refiner (`task_id`: the task it refines) looks at refined tasks only, so of two submissions that
@@ -120,27 +138,38 @@ def refuse_shared_outputs(conn, definition: TaskDefinition, task_id: int | None 
         return
     owner = output_owner(conn, definition, task_id)
     if owner is not None:
-        dataset, other, status = owner
-        if status == TaskStatus.BROKEN:  # incexec does not take a broken task
+        dataset, row = owner
+        if row.user_name == definition.user_name and row.task_name == definition.name and unique(definition):
+            # the same outDS, registered by a submission that committed after this one looked for it
+            raise BadInput(refusal(row.task_id, row.status, definition.name) or f"jediTaskID={row.task_id} has this outDS",
+                           name_path(definition))
+        other = f"task {row.task_id} ({row.status})"
+        if row.user_name != definition.user_name:
+            hint = "another user's outDS is not yours to continue: choose another name, or set allowTaskDuplication to write to it from a new task"
+            raise BadInput(f"output dataset {dataset.name} belongs to {other} of user {row.user_name}; {hint}", dataset.path or "outDS")
+        if row.status == TaskStatus.BROKEN:  # a broken task is not resubmitted
             hint = "a broken task cannot be continued: set allowTaskDuplication to write to it from a new task"
         else:
-            when = "" if status in TASK_FINAL else " once it has ended"
-            hint = f"continue that task with `jedictl task incexec {other}`{when}, or set allowTaskDuplication to write to it from a new task"
-        raise BadInput(f"output dataset {dataset.name} belongs to task {other} ({status}); {hint}", dataset.path or "outDS")
+            when = "" if row.status in RESUBMITTABLE else " once it has ended"
+            # without a unique name a submission never continues a task: PanDA resubmits only with uniqueTaskName
+            unique_flag = "" if definition.unique_name else f" with {'uniqueTaskName' if definition.format == 'panda' else 'unique_name'} set"
+            hint = (f"resubmit it under its name {row.task_name}{unique_flag} to continue it{when}, or set allowTaskDuplication to "
+                    "write to it from a new task")
+        raise BadInput(f"output dataset {dataset.name} belongs to {other}; {hint}", dataset.path or "outDS")
 
 
-def output_owner(conn, definition: TaskDefinition, task_id: int | None = None) -> tuple[Any, int, str] | None:  # noqa: ANN001
-    """(the dataset definition, the other task, its status) for the first output or log dataset of
-    `definition` (in its order) that another task writes, else None: at submission (`task_id` None) any
-    registered task, at refinement the refined ones."""
+def output_owner(conn, definition: TaskDefinition, task_id: int | None = None) -> tuple[Any, Any] | None:  # noqa: ANN001
+    """(the dataset definition, the other task's row: task_id, status, user_name, task_name) for the first
+    output or log dataset of `definition` (in its order) that another task writes, else None: at
+    submission (`task_id` None) any registered task, at refinement the refined ones."""
     outputs = definition.outputs()
     names = [d.name for d in outputs]
     rows = dataset_store.output_writers(conn, names) if task_id is None else dataset_store.output_owners(conn, names)
-    owners: dict[str, tuple[int, str]] = {}
+    owners: dict[str, Any] = {}
     for row in rows:
         if row.task_id != task_id:
-            owners.setdefault(row.name, (row.task_id, row.status))
+            owners.setdefault(row.name, row)
     for dataset in outputs:
         if dataset.name in owners:
-            return (dataset, *owners[dataset.name])
+            return dataset, owners[dataset.name]
     return None
