@@ -184,10 +184,8 @@ class NetworkTerm:
         return f"{self.weight:.3g} = {parts}; {where}{blocked}"
 
     def numbers(self) -> dict[str, Any]:
-        numbers: dict[str, Any] = {"network_weight": round(self.weight, 4), "network_basis": self.basis}
-        if self.link is not None:
-            numbers["network_link"] = self.link.name
-        return numbers
+        """What the brokerage trail records (the rest is in `text`)."""
+        return {"network_weight": round(self.weight, 4)}
 
 
 def link_term(link: NetworkLink | None, direction: str, wanted: str, settings: BrokerageSettings) -> NetworkTerm:
