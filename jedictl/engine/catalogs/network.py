@@ -18,7 +18,7 @@ from collections.abc import Collection, Mapping
 from typing import Any, Callable
 
 from jedictl.engine.input import fields
-from jedictl.engine.input.documents import parse_text
+from jedictl.engine.input.documents import MAX_DOCUMENT_BYTES, parse_text
 from jedictl.errors import BadInput
 
 MIN_CLOSENESS = 0  # CRIC's closeness: 0 the best link ...
@@ -101,6 +101,8 @@ def _document_rows(document: Any, name: str) -> list[Row]:
 
 
 def _csv_rows(text: str, name: str) -> list[Row]:
+    if len(text) > MAX_DOCUMENT_BYTES:  # as parse_text refuses a YAML or JSON file
+        raise BadInput(f"is larger than {MAX_DOCUMENT_BYTES // (1024 * 1024)} MB", name)
     reader = csv.reader(io.StringIO(text.lstrip("\ufeff")))
     try:
         lines = [(reader.line_num, row) for row in reader]

@@ -33,6 +33,14 @@ def test_yaml_json_and_csv_read_the_same():
     assert parse_network("", "stdin", KNOWN) == [] and parse_network("links: []", "net.yaml", KNOWN) == []
 
 
+def test_a_csv_file_has_the_size_limit_of_every_document(monkeypatch):
+    from jedictl.engine.catalogs import network
+
+    monkeypatch.setattr(network, "MAX_DOCUMENT_BYTES", 100)
+    with pytest.raises(BadInput, match="^big.csv: is larger than 0 MB$"):
+        parse_network("source,destination,queued\n" + "MWT2,CERN-PROD,1\n" * 10, "big.csv", KNOWN)
+
+
 def test_csv_is_recognised_by_its_name_or_its_header():
     assert is_csv("anything", "LINKS.CSV") and is_csv("source ,destination\n", "stdin")
     assert not is_csv(YAML, "stdin") and not is_csv('{"links": []}', "x.json")
