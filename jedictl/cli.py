@@ -49,6 +49,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "jobs": ("jobs", "app"),
     "explain": ("explain", "app"),
     "sites": ("sites", "app"),
+    "network": ("network", "app"),
     "pilots": ("pilots", "app"),
     "data": ("data", "app"),
     "retry-rules": ("retry_rules", "app"),

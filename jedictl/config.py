@@ -117,6 +117,16 @@ class BrokerageSettings:
     bootstrap_max_priority: int = _s(150, "only tasks at or below this priority bootstrap empty sites", "MAX_PRIO_TO_BOOTSTRAP", **_PRIORITY)
     analysis_busy_hours: float = _s(6.0, "an analysis task's data site with a job of the task closed this recently counts as busy",
                                     "seed 000 'Input data transfer' (6h)", above=0)
+    # The network weight (seed 000 "Network weight"; engine/brokerage/network.py, docs/sites.md).
+    nw_active: bool = _s(True, "apply the network weight and its link rules (off: `explain` shows the weight, brokerage ignores it)",
+                         "NW_ACTIVE (off in JEDI's code, on in ATLAS's configuration)")
+    nw_queue_importance: float = _s(0.5, "share of the queued-files weight in the network weight; the throughput weight has the rest",
+                                    "NW_QUEUE_IMPORTANCE", low=0, high=1)
+    nw_threshold: float = _s(1.7, "an urgent or priority >= 1000 task with a nucleus needs a network weight of at least this x "
+                                  "nw_weight_multiplier from a satellite", "NW_THRESHOLD", low=0)
+    nw_weight_multiplier: float = _s(1.0, "scales nw_threshold", "NW_WEIGHT_MULTIPLIER", low=0)
+    nqueued_sat_cap: int = _s(150, "files queued on a link at which brokerage stops using it; the queued weight falls from 2 to 1 on the way",
+                              "NQUEUED_SAT_CAP (seed 000: 'max_queued (currently 300)')", low=1)
 
 
 @dataclass(frozen=True)

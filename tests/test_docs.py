@@ -45,9 +45,10 @@ def test_the_main_command_installs_and_runs_the_demo():
 
 def test_catalog_fields_are_documented():
     from jedictl.engine.catalogs import data as data_catalog
+    from jedictl.engine.catalogs import network as network_matrix
     from jedictl.engine.catalogs import sites as site_catalog
     sites = (ROOT / "docs" / "sites.md").read_text()
-    for spec in (site_catalog.NUCLEUS_FIELDS, site_catalog.ENDPOINT_FIELDS, site_catalog.SITE_FIELDS):
+    for spec in (site_catalog.NUCLEUS_FIELDS, site_catalog.ENDPOINT_FIELDS, site_catalog.SITE_FIELDS, network_matrix.LINK_FIELDS):
         assert [name for name in spec if f"`{name}`" not in sites] == []
     assert all(f"`{key}`" in sites for key in site_catalog.SITE_STORAGE_KEYS)
     catalog = (ROOT / "docs" / "data-catalog.md").read_text()

@@ -189,6 +189,9 @@ class Scenario:
         for command in ("task kill", "task retry", "task finish", "task incexec", "task avalanche", "task reassign", "kill", "retry"):
             self.invoked.add(command)  # the same answer as pause and resume: one Outcome (commands/task_commands.py `_run`)
         j("task settle", "task", "settle")
+        j("network import", "network", "import", str(ROOT / "examples" / "network.yaml"))
+        j("network list", "network", "list")
+        j("network show", "network", "show", "MWT2", "CERN-PROD")
         j("check", "check")
         run_sql(self.url, lambda conn: conn.execute(datasets.update().where(datasets.c.name == "ds.out").values(n_files=datasets.c.n_files + 7)))
         j("check (violations)", "check", code=1)
@@ -203,7 +206,7 @@ class Scenario:
         j("demo", "demo", "--db", str(self.tmp / "demo.db"), store=False)
 
 
-GROUPS = {"task", "jobs", "explain", "sites", "pilots", "data", "retry-rules", "queue-shares", "db", "config", "completion"}
+GROUPS = {"task", "jobs", "explain", "sites", "network", "pilots", "data", "retry-rules", "queue-shares", "db", "config", "completion"}
 
 
 @pytest.fixture(scope="module")

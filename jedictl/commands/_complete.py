@@ -56,6 +56,7 @@ _SITES = _from_store("SELECT name FROM sites ORDER BY name")
 _CLOUDS = _from_store("SELECT DISTINCT cloud FROM sites WHERE cloud IS NOT NULL ORDER BY cloud")
 _NUCLEI = _from_store("SELECT name FROM nuclei ORDER BY name")
 _ENDPOINTS = _from_store("SELECT name FROM storage_endpoints ORDER BY name")
+_PLACES = _from_store("SELECT name FROM sites UNION SELECT name FROM nuclei ORDER BY name")  # a network link's ends
 _LOG_FORMATS = _fixed(("text", "json"))
 
 #: (command path, parameter name) -> its values. A path of one word also covers that group's commands;
@@ -72,6 +73,8 @@ VALUES: dict[tuple[str, str], Callable[[Any], list[str]]] = {
     ("data", "state"): _fixed(DATA_STATES),
     ("data import", "transfer"): _fixed(TRANSFERS),
     ("data import", "endpoint"): _ENDPOINTS,
+    ("network", "source"): _PLACES,
+    ("network", "destination"): _PLACES,
     ("retry-rules", "action"): _fixed(RETRY_ACTIONS),
     ("retry-rules", "source"): _fixed(ERROR_SOURCES),
     ("split", "algorithm"): _fixed(SPLIT_ALGORITHMS),

@@ -193,6 +193,17 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
     "sites endpoints": (
         E("The storage endpoints, as JSON", "jedictl sites endpoints -o json", True),
     ),
+    "network import": (
+        E("Import the example matrix (queued files, throughput, closeness)", "jedictl network import examples/network.yaml"),
+        E("Make the stored matrix exactly a CSV file's", "jedictl network import links.csv --replace"),
+    ),
+    "network list": (
+        E("Every link with its network weight", "jedictl network list", True),
+        E("The links into nucleus BNL-ATLAS, as JSON", "jedictl network list --destination BNL-ATLAS -o json", True),
+    ),
+    "network show": (
+        E("How the link from MWT2 to CERN-PROD weighs", "jedictl network show MWT2 CERN-PROD"),
+    ),
     "pilots list": (
         E("The newest pilots", "jedictl pilots list", True),
         E("Pilots at MWT2 that failed", "jedictl pilots list --site MWT2 --state failed", True),

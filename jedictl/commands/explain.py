@@ -22,7 +22,8 @@ def task(
     """Status and reason, lease holder, waits, files by status, the throttle decision for its queue,
     and the brokerage trail of its next chunk: every site kept with its weight or dropped by the
     first rule that failed, with the values; for an analysis task, each site's data locality
-    (holds the data, no replica, chosen after ANALY_TIMEOUT with a transfer)."""
+    (holds the data, no replica, chosen after ANALY_TIMEOUT with a transfer); once a network matrix is
+    imported, each site's network term (the link to the task's nucleus, or from where its missing input is)."""
     app_ctx = context(ctx)
     from jedictl.engine.views.explain import explain_task
     from jedictl.store.data_catalog import StoreDataCatalog
@@ -33,8 +34,10 @@ def task(
         report = {key: value for key, value in {**report, "throttle": _flat(report.get("throttle"))}.items()
                   if value is not None or key not in ("nucleus_brokerage", "throttle", "brokerage")}
         rows = report.get("brokerage") or []
-        if rows and all(row["data"] is None for row in rows):  # the data-locality column is for analysis tasks
-            report["brokerage"] = [{key: value for key, value in row.items() if key != "data"} for row in rows]
+        # The data-locality column is for analysis tasks, the network column for sites with a network term.
+        empty = {column for column in ("data", "network") if rows and all(row[column] is None for row in rows)}
+        if empty:
+            report["brokerage"] = [{key: value for key, value in row.items() if key not in empty} for row in rows]
     app_ctx.emit(report, wide=wide)
 
 

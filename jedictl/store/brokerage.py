@@ -1,7 +1,7 @@
-"""Named reads for brokerage (engine.brokerage.loading turns them into its values): the resource catalog,
-the live load of sites, the remaining work of tasks with a nucleus, the next chunk's input records, the
-job and task counts the throttler weighs, and a task's output datasets, whose destination the Task Broker
-sets. Statuses arrive from the engine as plain strings."""
+"""Named reads for brokerage (engine.brokerage.loading turns them into its values): the resource catalog
+with the network matrix, the live load of sites, the remaining work of tasks with a nucleus, the next
+chunk's input records, the job and task counts the throttler weighs, and a task's output datasets, whose
+destination the Task Broker sets. Statuses arrive from the engine as plain strings."""
 
 from __future__ import annotations
 
@@ -12,13 +12,14 @@ from typing import Any
 from sqlalchemy import Connection, Row, func, select, update
 
 from jedictl.model import FileStatus
-from jedictl.store.schema import datasets, files, jobs, nuclei, site_storage, sites, storage_endpoints, tasks
+from jedictl.store.schema import datasets, files, jobs, network_matrix, nuclei, site_storage, sites, storage_endpoints, tasks
 
 
 def catalog_rows(conn: Connection) -> tuple[list[Mapping[str, Any]], ...]:
-    """Rows of sites (by name), site storage, storage endpoints and nuclei."""
+    """Rows of sites (by name), site storage, storage endpoints, nuclei and the network matrix's links."""
     return tuple([r._mapping for r in conn.execute(query)]
-                 for query in (select(sites).order_by(sites.c.name), select(site_storage), select(storage_endpoints), select(nuclei)))
+                 for query in (select(sites).order_by(sites.c.name), select(site_storage), select(storage_endpoints), select(nuclei),
+                               select(network_matrix)))
 
 
 def site_load_rows(conn: Connection, statuses: Collection[str]) -> list[Mapping[str, Any]]:

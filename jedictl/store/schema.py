@@ -505,6 +505,23 @@ site_storage = Table(
     Column("role", String(8), primary_key=True),  # read | write
 )
 
+# The network matrix (PanDA's network weather service and CRIC closeness), filled by `jedictl network
+# import`: one row per directed link between two places of the catalog -- a site or a nucleus, by name
+# (no foreign key: an end may be either). Job brokerage weighs sites by it (engine/brokerage/network.py).
+network_matrix = Table(
+    "network_matrix",
+    metadata,
+    Column("source", String(64), primary_key=True),
+    Column("destination", String(64), primary_key=True),
+    Column("queued", Integer),  # files queued on the link
+    Column("mbps_1h", Float),  # FTS throughput (MB/s) over the last hour, day, week
+    Column("mbps_1d", Float),
+    Column("mbps_1w", Float),
+    Column("closeness", Integer),  # CRIC closeness: 0 best .. 11 worst
+    Column("blocked", Boolean, nullable=False, default=False),
+    Column("modified_at", TIME, nullable=False),
+)
+
 # PanDA Harvester's workers: one row per pilot `jedictl harvest` submitted to a batch system.
 pilots = Table(
     "pilots",
@@ -614,5 +631,5 @@ TASK_MODEL_TABLES = [
 ]
 CATALOG_TABLES = [
     nuclei, storage_endpoints, sites, site_storage, pilots, catalog_datasets, catalog_container_members,
-    catalog_files, catalog_replicas, catalog_file_replicas, retry_rules,
+    catalog_files, catalog_replicas, catalog_file_replicas, retry_rules, network_matrix,
 ]

@@ -61,6 +61,7 @@ def _broker_one(conn: Any, task_id: int, catalog: Any, loads: Any, works: list[T
     result = choose_nucleus(
         requirements, chunk, catalog, works, loads, settings.task_broker, settings.brokerage, rng,
         output_tokens=tokens, assigning_days=(now - task.state_changed_at).total_seconds() / 86400,
+        queued_output_files=catalog.network.queued_to(),  # the network matrix's files queued into each nucleus
     )
     release = {"lease_owner": None, "lease_expires_at": None}
     if not result.ok:

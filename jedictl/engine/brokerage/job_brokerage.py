@@ -3,11 +3,12 @@ wanted, and the splitter's weighted random pick among them.
 
 `broker_job_sites` builds the candidate list from the task's site, cloud, included and excluded sites,
 runs the filters of `filters` in JEDI's order, weighs the survivors
-(running+1)/(queued+10) x data locality x T1 weight, bootstraps empty sites for low-priority tasks, and
-keeps the best `max_candidates`. Every site of the catalog gets one `Fate` in the trail: kept with its
+(running+1)/(queued+10) x data locality x T1 weight x network weight (`network_rule`: the link a site's
+outputs or missing input cross, whose rules may drop it too), bootstraps empty sites for low-priority
+tasks, and keeps the best `max_candidates`. Every site of the catalog gets one `Fate` in the trail: kept with its
 weight, or dropped by the first rule that refused it, with the values behind the refusal.
 `pick_site` is JEDI's getOneSiteCandidate. Reference: jedi-inventory.md §6.5 and §6.6 (first paragraph),
-seed 000 "Job brokerage explained" and "T1 weight".
+seed 000 "Job brokerage explained", "T1 weight" and "Network weight".
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from jedictl.engine.brokerage.filters import (
     SiteFilter,
     SiteLocality,
 )
+from jedictl.engine.brokerage.network_rule import RULE as NETWORK_RULE
+from jedictl.engine.brokerage.network_rule import apply_link_rules, network_terms
 from jedictl.engine.brokerage.model import (
     BrokerageCatalog,
     ChunkInput,
@@ -66,6 +69,8 @@ class BrokerageResult:
     t1_weight: float
     # Analysis tasks (engine.brokerage.analysis): how the data rule placed the chunk, None otherwise.
     placement: DataPlacement | None = None
+    # The network term of each site that has one, as `explain` prints it (engine.brokerage.network).
+    network: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def transfer_sites(self) -> frozenset[str]:
@@ -92,9 +97,11 @@ class BrokerageResult:
                 + (f"; {'; '.join(full[:3])}" + (f" (+{len(full) - 3} more)" if len(full) > 3 else "") if full else ""))
 
     def rows(self) -> list[dict]:
-        """One row per site; `data` is the data-locality reason of analysis tasks (None otherwise)."""
+        """One row per site; `data` is the data-locality reason of analysis tasks, `network` the network
+        term of a site that has one (None otherwise)."""
         notes = self.placement.notes if self.placement is not None else {}
-        return [fate.as_dict("site") | {"data": notes.get(fate.name)} for fate in self.trail]
+        return [fate.as_dict("site") | {"data": notes.get(fate.name), "network": self.network.get(fate.name)}
+                for fate in self.trail]
 
 
 # ------------------------------------------------------------------------------------ candidates
@@ -303,10 +310,23 @@ def broker_job_sites(
             if drop is not None:
                 fates[site.name] = Fate(site.name, False, DATA_RULE, drop.message, drop.numbers)
         sites = [site for site in sites if site.name not in placement.drops]
+    terms = network_terms(sites, task, chunk, catalog, ctx.locality, ctx.nucleus_sites,
+                          placement.transfer if placement is not None else (), settings)
+    if terms and settings.nw_active and not preassigned:
+        # JEDI checks the express threshold for WORLD tasks only (engine.brokerage.network_rule)
+        sites, dropped = apply_link_rules(sites, terms, settings, express=ctx.express and bool(task.nucleus))
+        for site, drop in dropped:
+            fates[site.name] = Fate(site.name, False, NETWORK_RULE, drop.message, drop.numbers)
 
     ranked: list[tuple[bool, float, Site, str, dict]] = []
     for site in sites:
         weight, numbers, text = site_weight(site, ctx)
+        term = terms.get(site.name)
+        if term is not None:
+            numbers.update(term.numbers())
+            if settings.nw_active:
+                weight *= term.weight
+                text += f" x network {term.weight:.3g}"
         bootstrap = _is_bootstrap(site, ctx)
         if bootstrap:
             text, weight = "bootstrap: no running or queued jobs (weight 0, tried first)", 0.0
@@ -324,7 +344,9 @@ def broker_job_sites(
                                     f"rank: weight {weight:.4g} not among the {settings.max_candidates} best",
                                     MappingProxyType(numbers), weight)
     trail = tuple(fates[site.name] for site in catalog.sites)
-    return BrokerageResult(candidates=tuple(candidates), trail=trail, t1_weight=ctx.t1_weight, placement=placement)
+    passive = "" if settings.nw_active else " (passive: brokerage.nw_active is off)"
+    network = MappingProxyType({name: term.text(settings) + passive for name, term in terms.items()})
+    return BrokerageResult(candidates=tuple(candidates), trail=trail, t1_weight=ctx.t1_weight, placement=placement, network=network)
 
 
 def runnable_sites(

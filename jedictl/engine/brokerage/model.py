@@ -17,6 +17,7 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import Any
 
+from jedictl.engine.brokerage.network import NO_NETWORK, NetworkMatrix, matrix_from_rows
 from jedictl.engine.task.options import TaskOptions
 from jedictl.model import SLOT_PENDING, SLOT_RUNNING
 
@@ -98,11 +99,12 @@ class Nucleus:
 
 @dataclass(frozen=True)
 class BrokerageCatalog:
-    """Everything the brokers know about where work can run and data can live."""
+    """Everything the brokers know about where work can run and data can live, and the network between."""
 
     sites: tuple[Site, ...]
     endpoints: Mapping[str, StorageEndpoint] = field(default_factory=_no_mapping)
     nuclei: Mapping[str, Nucleus] = field(default_factory=_no_mapping)
+    network: NetworkMatrix = NO_NETWORK
 
     def endpoints_of_nucleus(self, nucleus: str) -> list[StorageEndpoint]:
         return [endpoint for endpoint in self.endpoints.values() if endpoint.nucleus == nucleus]
@@ -159,15 +161,17 @@ def catalog_from_rows(
     site_storage_rows: Iterable[Mapping[str, Any]],
     endpoint_rows: Iterable[Mapping[str, Any]],
     nucleus_rows: Iterable[Mapping[str, Any]] = (),
+    network_rows: Iterable[Mapping[str, Any]] = (),
 ) -> BrokerageCatalog:
-    """The whole resource catalog from the four tables' rows (one query each)."""
+    """The whole resource catalog from its tables' rows (one query each), the network matrix with it."""
     links: dict[str, list[Mapping[str, Any]]] = {}
     for link in site_storage_rows:
         links.setdefault(link["site"], []).append(link)
     sites = tuple(site_from_row(row, links.get(row["name"], ())) for row in site_rows)
     endpoints = {row["name"]: endpoint_from_row(row) for row in endpoint_rows}
     nuclei = {row["name"]: nucleus_from_row(row) for row in nucleus_rows}
-    return BrokerageCatalog(sites=sites, endpoints=MappingProxyType(endpoints), nuclei=MappingProxyType(nuclei))
+    return BrokerageCatalog(sites=sites, endpoints=MappingProxyType(endpoints), nuclei=MappingProxyType(nuclei),
+                            network=matrix_from_rows(network_rows))
 
 
 # ------------------------------------------------------------------------------------ site load

@@ -1,6 +1,7 @@
-"""Importing the two catalogs (resource: nuclei, endpoints, sites; data: datasets, files, replicas)
-from a parsed document into the store, in the caller's transaction -- for `sites import`,
-`data import` and `demo`. All or nothing: the document is fully validated before any row is written."""
+"""Importing the two catalogs (resource: nuclei, endpoints, sites, and the network matrix between them;
+data: datasets, files, replicas) from a parsed document into the store, in the caller's transaction --
+for `sites import`, `network import`, `data import` and `demo`. All or nothing: the document is fully
+validated before any row is written."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 from jedictl.engine.catalogs.data import parse_catalog_import
+from jedictl.engine.catalogs.network import parse_network
 from jedictl.engine.catalogs.sites import parse_resource_catalog
 from jedictl.store import data_catalog as store_catalog
+from jedictl.store import network as network_store
 from jedictl.store import sites as site_store
 
 
@@ -33,3 +36,11 @@ def import_data_catalog(conn: Any, document: Mapping[str, Any], now: datetime) -
 
     data = parse_catalog_import(document, store_catalog.known_endpoints(conn), store_catalog.known_datasets(conn))
     return store_catalog.import_catalog(conn, data, now)
+
+
+def import_network(conn: Any, text: str, name: str, replace: bool, now: datetime) -> list[dict[str, Any]]:
+    """Create or update the links of a network matrix file (YAML, JSON or CSV); with `replace`, remove
+    the links it does not list. One report line per link."""
+
+    links = parse_network(text, name, network_store.known_places(conn))
+    return network_store.import_links(conn, links, replace, now)

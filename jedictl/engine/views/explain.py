@@ -3,7 +3,8 @@
 Everything an operator would otherwise piece together from several tables: status and the reason in
 its error dialog, who holds its lease and until when, what it waits for, its files by status, the
 throttle decision for its queue, and the brokerage trail of its next chunk -- every site, kept with
-its weight or dropped by the first rule that failed, with the numbers. Read only.
+its weight or dropped by the first rule that failed, with the numbers, its data locality (analysis) and
+its network term (the link its outputs or missing input cross, once a network matrix is imported). Read only.
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ def explain_task(conn: Any, task_id: int, settings: Settings, now: datetime, dat
     if task.status == TaskStatus.ASSIGNING.value:
         tokens = view_store.output_storage_tokens(conn, task_id)
         nuclei = choose_nucleus(requirements, chunk, catalog, load_task_works(conn), loads, settings.task_broker, settings.brokerage,
-                                random.Random(seed), output_tokens=tokens)
+                                random.Random(seed), output_tokens=tokens, queued_output_files=catalog.network.queued_to())
         report["nucleus_brokerage"] = nuclei.rows()
         summary.append(f"task brokerage would choose {nuclei.nucleus}" if nuclei.ok else nuclei.error_dialog())
     if task.gshare and task.status not in {s.value for s in TASK_FINAL}:
@@ -121,6 +122,6 @@ def _fate_row(row: dict[str, Any]) -> dict[str, Any]:
     numbers = row.get("numbers") or {}
     return {"site": row["site"], "kept": row["kept"], "rule": row["rule"], "message": row["message"],
             "weight": round(row["weight"], 4) if row.get("weight") is not None else None,
-            "values": ", ".join(f"{k}={v}" for k, v in numbers.items()), "data": row.get("data")}
+            "values": ", ".join(f"{k}={v}" for k, v in numbers.items()), "data": row.get("data"), "network": row.get("network")}
 
 
