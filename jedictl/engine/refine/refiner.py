@@ -120,7 +120,7 @@ def resource_columns(definition: TaskDefinition, settings: RefineSettings) -> di
         "core_count": o.core_count if o.core_count is not None else 1,
         "ram_count": o.ram_count if o.ram_count is not None else settings.default_ram_count,
         "ram_unit": o.ram_unit or (settings.default_ram_unit if o.ram_count is None else "MB"),
-        "base_ram_count": o.base_ram_count or 0,
+        "base_ram_count": base_ram_count(definition, settings),
         "walltime": o.walltime or 0,
         "walltime_unit": o.walltime_unit,
         "base_walltime": o.base_walltime if o.base_walltime is not None else settings.default_base_walltime,
@@ -134,6 +134,16 @@ def resource_columns(definition: TaskDefinition, settings: RefineSettings) -> di
         "io_intensity": o.io_intensity,
         "io_intensity_unit": o.io_intensity_unit,
     }
+
+
+def base_ram_count(definition: TaskDefinition, settings: RefineSettings) -> int:
+    """The task's baseRamCount, else the one configured for its processingType (seed 000, "Memory probe
+    and brokerage": fixed per processingType -- simul 1000, pile 1500, reco 1000 MB), else 0. It is the
+    part of a job's memory that does not grow with its cores: brokerage asks base + ramCount x cores,
+    and the scouts measure ramCount per core with it taken off."""
+    if definition.options.base_ram_count is not None:
+        return definition.options.base_ram_count
+    return settings.base_ram_count.get(definition.processing_type or "", 0)
 
 
 def request_type(definition: TaskDefinition) -> str:

@@ -91,6 +91,21 @@ def test_preset_walltime_wins_when_larger_and_fixed_units_are_kept():
     assert (stats.ram_count, stats.cpu_time, stats.out_disk_count) == (None, None, None)
 
 
+def test_ram_count_per_core_takes_the_base_off_before_dividing_by_cores():
+    """Seed 000 "Memory probe and brokerage": ramCount = (PSS - baseRamCount) / cores, so that brokerage's
+    baseRamCount + ramCount x cores gives back the job's memory at any slot size; JEDI takes the 75th
+    percentile of that over the scouts (SCOUT_RAMCOUNT_RANK) and adds 10 % (SCOUT_RAMCOUNT_MARGIN)."""
+    jobs = [ScoutJob(1, input_bytes=MB, core_count=8, max_pss=9_500_000), ScoutJob(2, input_bytes=MB, core_count=8, max_pss=10_000_000)]
+    per_core = ScoutRequest(ram_unit="MBPerCore", base_ram_count=1500)
+    # (9 500 000 - 1500 x 1024) / 8 = 995 500 kB, (10 000 000 - 1 536 000) / 8 = 1 058 000 kB per core;
+    # 75th percentile 995 500 x 0.25 + 1 058 000 x 0.75 = 1 042 375, +10 % = 1 146 612 kB -> 1119 MB per core
+    assert (measure(jobs, per_core, SETTINGS)[0].ram_count, measure(jobs, per_core, SETTINGS)[0].ram_unit) == (1119, "MBPerCore")
+    # without the base each core would carry an eighth of it: 1 234 375 kB, +10 % -> 1325 MB per core
+    assert measure(jobs, ScoutRequest(ram_unit="MBPerCore", base_ram_count=0), SETTINGS)[0].ram_count == 1325
+    # a whole-job unit (MB) keeps the base inside: 9 875 000 kB + 10 % -> 10 607 MB
+    assert measure(jobs, ScoutRequest(ram_unit="MB", base_ram_count=1500), SETTINGS)[0].ram_count == 10607
+
+
 def test_output_per_event_and_ram_per_job():
     stats, _ = measure(four_scouts(), ScoutRequest(out_disk_unit="kBPerEvent", ram_unit="MB"), SETTINGS)
     # bytes per event: 5242880, 4194304, 3145728, 5662311 (ceil); 75th percentile 5347737.75 -> /1024 = 5222 kB
