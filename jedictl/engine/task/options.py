@@ -80,7 +80,7 @@ class TaskOptions:
     skip_scout: bool | None = _opt("scouts", "skipScout", "run no scout jobs")
     scout_success_rate: int | None = _opt("scouts", "scoutSuccessRate", "required scout success, in tenths (5 = 50 %)", "SS", 0, 10)
     min_cpu_efficiency: int | None = _opt("scouts", "minCpuEfficiency", "minimum scout CPU efficiency (%)", "MC", 0, 100)
-    tgt_max_output_for_ng: int | None = _opt("scouts", "tgtMaxOutputForNG", "after the scouts, n_gb_per_job = this x (input + output) / output of the scout with the largest output (GB); not with n_files_per_job or n_events_per_job", "TN", 1)
+    tgt_max_output_for_ng: int | None = _opt("scouts", "tgtMaxOutputForNG", "target size (GB) of a job's largest output: after the scouts n_gb_per_job is reset so that the largest output of the scout that set out_disk_count, scaled up, reaches it; not with n_files_per_job or n_events_per_job", "TN", 1)
     # --- completion (§7.3)
     goal: float | None = _opt("completion", "goal", "completeness goal in percent", None, 0.1, 100)
     fail_when_goal_unreached: bool | None = _opt("completion", "failWhenGoalUnreached", "finished below the goal becomes failed", "FG")
