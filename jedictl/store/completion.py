@@ -174,11 +174,12 @@ def update_datasets(conn: Connection, task_id: int, updates: Sequence[Any], now:
 
 
 def close_catalog_datasets(conn: Connection, names: Iterable[str], now: datetime) -> list[str]:
-    """Close (freeze) the data-catalog datasets of these names that are still open; returns those closed."""
+    """Close (freeze) the data-catalog datasets of these names that are still open -- the output containers
+    a task wrote its sites' datasets into too; returns those closed."""
     closed: list[str] = []
     for part in slices(sorted(set(names))):
         ids = dict(conn.execute(select(catalog_datasets.c.id, catalog_datasets.c.name).where(
-            catalog_datasets.c.name.in_(list(part)), catalog_datasets.c.kind == "dataset", catalog_datasets.c.state != "closed")).all())
+            catalog_datasets.c.name.in_(list(part)), catalog_datasets.c.state != "closed")).all())
         if ids:
             conn.execute(update(catalog_datasets).where(catalog_datasets.c.id.in_(list(ids))).values(state="closed", modified_at=now))
             closed.extend(ids.values())

@@ -21,7 +21,7 @@ from jedictl.engine.shares import global_shares as shares
 from jedictl.engine.shares import resource_types, work_queues
 from jedictl.engine.shares.definitions import current_definitions
 from jedictl.engine.task import split_rule
-from jedictl.engine.task.definition import DatasetDef, TaskDefinition
+from jedictl.engine.task.definition import DatasetDef, TaskDefinition, is_output_container
 from jedictl.engine.task.submission import UNCAPPED, parse_definition, refuse_shared_outputs
 from jedictl.errors import BadInput, JedictlError, LeaseLost
 from jedictl.model import TASK_PARENT_COMPLETED, TASK_PARENT_CORRUPTED, DatasetType, NewDataset, TaskStatus
@@ -221,9 +221,13 @@ def plan_datasets(definition: TaskDefinition) -> list[NewDataset]:
         elif merge and dataset.type == DatasetType.LOG and unmerged_master_key is not None and not dataset.attributes.merge_only:
             provenance = unmerged_master_key
         is_input = dataset.type in (DatasetType.INPUT, DatasetType.PSEUDO_INPUT, DatasetType.RANDOM_SEED)
+        attributes, container = dataset.attributes.as_dict(), dataset.container
+        if is_output_container(dataset.name, dataset.type):
+            # Jobs write a dataset per site inside it (store.site_datasets); this row holds its templates.
+            attributes["per_site"], container = True, container or dataset.name
         rows.append(NewDataset(
             key=index, name=dataset.name, type=dataset.type.value, stream_name=dataset.stream,
-            attributes=dataset.attributes.as_dict(), container_name=dataset.container,
+            attributes=attributes, container_name=container,
             master_key=master_key if is_input and not dataset.is_master else None,
             provenance_key=provenance, destination=dataset.destination, storage_token=dataset.storage_token,
             file_template=dataset.file_template, serial_nr=1 + dataset.serial_offset,
