@@ -72,7 +72,7 @@ def _make(conn: Connection, container: Any, site: str, now: datetime) -> int:
     attributes = {key: value for key, value in (container.attributes or {}).items() if key != "per_site"}
     values = {name: getattr(container, name) for name in _COPIED}
     dataset_id = conn.execute(insert(datasets).values(
-        **values, name=container.name, container_name=container.name, template_id=container.id, site=site, state=_OPEN,
+        **values, name=container.name, container_name=container.name, template_id=container.id, site=site,
         attributes=attributes, created_at=now, modified_at=now).returning(datasets.c.id)).scalar_one()
     name = site_dataset_name(container.name, dataset_id)
     conn.execute(update(datasets).where(datasets.c.id == dataset_id).values(name=name))

@@ -120,7 +120,7 @@ class TaskOptions:
     max_core_count: int | None = _opt("resources", "maxCoreCount", "sites whose slots have more cores than this are not used", "CC", 1, 1024)
     ram_count: int | None = _opt("resources", "ramCount", "RAM per job or per core, see ram_unit (default 2000 MBPerCore)", None, 0)
     ram_unit: str | None = _opt("resources", "ramUnit", "unit of ram_count", None, choices=("MB", "MBPerCore", "MBPerCoreFixed"), aliases=("ramCountUnit",))
-    base_ram_count: int | None = _opt("resources", "baseRamCount", "RAM shared by all cores (MB)", None, 0)
+    base_ram_count: int | None = _opt("resources", "baseRamCount", "RAM shared by all cores (MB); default: refine.base_ram_count for the task's processing type (simul 1000, pile 1500, reco 1000), else 0", None, 0)
     walltime: int | None = _opt("resources", "walltime", "walltime per unit of input (see walltime_unit)", None, 0)
     walltime_unit: str | None = _opt("resources", "walltimeUnit", "unit of walltime")
     base_walltime: int | None = _opt("resources", "baseWalltime", "walltime not scaling with CPU power, seconds (default 600)", None, 0)
