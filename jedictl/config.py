@@ -65,6 +65,9 @@ class RefineSettings:
     default_base_walltime: int = _s(600, "baseWalltime (s) when a task gives none", "extractCommon", low=0, high=_INT32)
     default_cpu_efficiency: int = _s(90, "cpuEfficiency (%) when a task gives none", "extractCommon", low=1, high=100)
     memory_compensation: float = _s(0.9, "factor applied to RAM per core before matching resource types", "JobUtils.MEMORY_COMPENSATION", above=0, high=1)
+    base_ram_count: dict = _s({"simul": 1000, "pile": 1500, "reco": 1000},
+                              "baseRamCount (MB) by processingType, for a task that gives none (other types: 0)",
+                              "seed 000 Memory probe and brokerage: processingType baseramcount")
     analysis_priority: int = _s(1000, "priority of analysis (label user/panda) tasks: their default and, unless privileged, their cap", "insertTaskParamsPanda", **_PRIORITY)
     super_users: list = _s([], "users whose analysis tasks may set any priority (PanDA's 's' privilege)", "seed 000 Special permission")
     super_groups: list = _s([], "working groups whose analysis tasks may set any priority (PanDA's 'g' privilege)", "seed 000 Special permission")
@@ -531,7 +534,8 @@ def _read_yaml_mapping(path: Path) -> dict[str, Any]:
 
 
 # Keys whose values are whole lists/mappings: never flattened into sub-keys.
-_OPAQUE = {"work_queues", "global_shares", "resource_types", "retry.ram_ladder_mb", "throttle.limits", "simulate.failure_mix"}
+_OPAQUE = {"work_queues", "global_shares", "resource_types", "retry.ram_ladder_mb", "throttle.limits", "simulate.failure_mix",
+           "refine.base_ram_count"}
 
 
 def _flatten(document: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
@@ -635,6 +639,9 @@ def _check_together(settings: Settings) -> None:
             raise BadInput(f"must be a whole number of MB between 1 and {_INT32}", f"retry.ram_ladder_mb[{index}]")
         if index and step <= ladder[index - 1]:
             raise BadInput("must be larger than the step before it (the ladder goes up)", f"retry.ram_ladder_mb[{index}]")
+    for key, base in settings.refine.base_ram_count.items():
+        if isinstance(base, bool) or not isinstance(base, int) or not 0 <= base <= _INT32:
+            raise BadInput(f"must be a whole number of MB between 0 and {_INT32}", f"refine.base_ram_count.{key}")
     for key, limit in settings.throttle.limits.items():
         if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not 0 <= limit <= _INT64 or math.isnan(limit):
             raise BadInput("must be a number of jobs, at least 0", f"throttle.limits.{key}")

@@ -119,6 +119,21 @@ def _finished_jobs_query() -> Any:
             .where(jobs.c.status == JobStatus.FINISHED.value, jobs.c.kind == "normal"))
 
 
+def output_sizes(conn: Connection, job_ids: Iterable[int]) -> dict[int, tuple[int, int]]:
+    """Per job: (bytes of its output files, bytes of its largest output dataset) -- outputs and unmerged
+    outputs, not logs: what tgtMaxOutputForNG scales (engine.finalize.scouts.target_n_gb_per_job)."""
+    per_dataset: dict[int, list[int]] = {}
+    for part in slices(sorted(set(job_ids))):
+        rows = conn.execute(
+            select(job_files.c.job_id, func.coalesce(func.sum(files.c.size), 0))
+            .join(files, files.c.id == job_files.c.file_id)
+            .where(job_files.c.job_id.in_(list(part)), job_files.c.type.in_(("output", "trn_output")))
+            .group_by(job_files.c.job_id, job_files.c.dataset_id))
+        for job_id, size in rows:
+            per_dataset.setdefault(job_id, []).append(int(size))
+    return {job_id: (sum(sizes), max(sizes)) for job_id, sizes in per_dataset.items()}
+
+
 def scout_outcomes(conn: Connection, task_id: int) -> tuple[int, int]:
     """(distinct scout jobs that finished, distinct scout jobs that failed an input for good)."""
     ok = conn.execute(select(func.count()).select_from(jobs).where(
@@ -159,11 +174,12 @@ def update_datasets(conn: Connection, task_id: int, updates: Sequence[Any], now:
 
 
 def close_catalog_datasets(conn: Connection, names: Iterable[str], now: datetime) -> list[str]:
-    """Close (freeze) the data-catalog datasets of these names that are still open; returns those closed."""
+    """Close (freeze) the data-catalog datasets of these names that are still open -- the output containers
+    a task wrote its sites' datasets into too; returns those closed."""
     closed: list[str] = []
     for part in slices(sorted(set(names))):
         ids = dict(conn.execute(select(catalog_datasets.c.id, catalog_datasets.c.name).where(
-            catalog_datasets.c.name.in_(list(part)), catalog_datasets.c.kind == "dataset", catalog_datasets.c.state != "closed")).all())
+            catalog_datasets.c.name.in_(list(part)), catalog_datasets.c.state != "closed")).all())
         if ids:
             conn.execute(update(catalog_datasets).where(catalog_datasets.c.id.in_(list(ids))).values(state="closed", modified_at=now))
             closed.extend(ids.values())

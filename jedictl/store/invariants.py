@@ -15,7 +15,8 @@ from sqlalchemy import Connection, and_, case, exists, func, literal, or_, selec
 from jedictl.model import JOB_FINAL, TASK_FINAL, FileStatus, JobStatus, TaskStatus
 from jedictl.store.files import record_events
 from jedictl.store.schema import (
-    catalog_datasets, catalog_files, datasets, files, job_files, job_retry_history, jobs, task_outputs, task_status_history, tasks,
+    catalog_container_members, catalog_datasets, catalog_files, datasets, files, job_files, job_retry_history, jobs, task_outputs,
+    task_status_history, tasks,
 )
 
 INPUT_TYPES = ("input", "pseudo_input")
@@ -319,8 +320,34 @@ def outputs_of_one_task(conn: Connection) -> list[str]:
     return problems
 
 
+def site_datasets_in_their_container(conn: Connection) -> list[str]:
+    """Output containers (docs/analysis.md): a site's dataset in a container holds only the outputs of jobs
+    that ran at that site, and the data catalog has it inside the container its template names."""
+    container = datasets.alias("container")
+    misplaced = conn.execute(
+        select(files.c.id, files.c.task_id, datasets.c.name, datasets.c.site, jobs.c.id.label("job_id"), jobs.c.site.label("job_site"))
+        .join(datasets, datasets.c.id == files.c.dataset_id).join(jobs, jobs.c.id == files.c.out_job_id)
+        .where(datasets.c.template_id.is_not(None), func.coalesce(jobs.c.site, "") != func.coalesce(datasets.c.site, ""))
+        .order_by(files.c.id))
+    problems = [f"task {r.task_id} record {r.id}: an output in {r.name}, the dataset of site {r.site}, written by job {r.job_id} at "
+                f"{r.job_site}" for r in misplaced]
+    catalog_container, member = catalog_datasets.alias("catalog_container"), catalog_datasets.alias("member")
+    inside = exists().where(catalog_container_members.c.container_id == catalog_container.c.id,
+                            catalog_container_members.c.dataset_id == member.c.id)
+    outside = conn.execute(
+        select(datasets.c.task_id, datasets.c.id, datasets.c.name, container.c.name.label("container"))
+        .join(container, container.c.id == datasets.c.template_id)
+        .outerjoin(member, member.c.name == datasets.c.name)
+        .outerjoin(catalog_container, (catalog_container.c.name == container.c.name) & (catalog_container.c.kind == "container"))
+        .where(or_(member.c.id.is_(None), catalog_container.c.id.is_(None), ~inside))
+        .order_by(datasets.c.id))
+    problems += [f"task {r.task_id} output dataset {r.id} ({r.name}) is not inside the catalog container {r.container}" for r in outside]
+    return problems
+
+
 CHECKS = (dataset_counters, leases_of_final_tasks, files_in_one_live_job, retry_history, records_of_live_jobs, work_done_once,
-          live_jobs_of_ended_tasks, outputs_registered_once, inputs_of_ended_tasks, assigned_jobs_await_input, outputs_of_one_task)
+          live_jobs_of_ended_tasks, outputs_registered_once, inputs_of_ended_tasks, assigned_jobs_await_input, outputs_of_one_task,
+          site_datasets_in_their_container)
 
 
 def check_all(conn: Connection, *, dead_owners: Sequence[str] = (), no_live_passes: bool = False) -> list[str]:

@@ -213,6 +213,10 @@ datasets = Table(
     Column("state_checked_at", TIME),
     Column("master_id", ID, ForeignKey("datasets.id")),  # NULL: master; else the master it serves
     Column("provenance_id", ID, ForeignKey("datasets.id")),  # output -> its unmerged twin
+    # A site's dataset inside an output container -> the container's row it was made from (JEDI's
+    # templateID). No foreign key: added by a plain ALTER TABLE (migration 0010), which SQLite cannot
+    # give a constraint without rebuilding the table.
+    Column("template_id", ID),
     Column("stream_name", String(64)),
     Column("attributes", JSON, nullable=False),  # engine.datasets.DatasetAttributes
     Column("destination", String(128)),

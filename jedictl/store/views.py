@@ -73,6 +73,16 @@ def job_sites_of_task(conn: Connection, task_id: int, kind: str = "normal") -> d
     return {site: int(n) for site, n in rows}
 
 
+def site_datasets_of_task(conn: Connection, task_id: int) -> dict[str, list[str]]:
+    """A task's output containers -> the sites whose datasets are inside (docs/analysis.md, output containers)."""
+    found: dict[str, list[str]] = {}
+    rows = conn.execute(select(datasets.c.container_name, datasets.c.site).where(
+        datasets.c.task_id == task_id, datasets.c.template_id.is_not(None)).order_by(datasets.c.container_name, datasets.c.site))
+    for container, site in rows:
+        found.setdefault(container, []).append(site)
+    return found
+
+
 def retry_count(conn: Connection) -> int:
     """How many job retries the retry history records."""
     return conn.execute(select(func.count()).select_from(job_retry_history).where(job_retry_history.c.relation_type == "retry")).scalar_one()

@@ -38,6 +38,8 @@ def test_the_demo_says_its_analysis_jobs_went_to_the_data(tmp_path):
     assert result.exit_code == 0
     lines = [line for line in result.stderr.splitlines() if line.startswith("Analysis task")]
     assert len(lines) == 2 and all("went to its data" in line for line in lines), result.stderr
+    # Both write an output container: one dataset per site that ran their jobs (docs/analysis.md).
+    assert all("datasets, one per site" in line for line in lines), result.stderr
 
 
 def test_the_same_seed_replays_the_same_run(cli, tmp_path):

@@ -132,8 +132,8 @@ def test_a_merge_job_counts_the_events_of_one_stream_not_of_every_stream(cli, st
     merged = _jobs(store, kind="merge", status="finished")
     assert merged
     assert sum(job.n_events for job in merged) == 2500  # 25 files of 100 events, merged once per stream
-    for name in ("user.bob.sim.ntuple.root/", "user.bob.sim.hist.root/"):
+    for name in ("user.bob.sim.ntuple.root/", "user.bob.sim.hist.root/"):  # output containers: the files are in the sites' datasets
         events = run_sql(store, lambda conn: conn.execute(select(files.c.n_events).join(datasets, datasets.c.id == files.c.dataset_id)
-                                                          .where(datasets.c.name == name)).scalars().all())
+                                                          .where(datasets.c.container_name == name)).scalars().all())
         assert sum(events) == 2500, name
     assert run_sql(store, check_all) == []

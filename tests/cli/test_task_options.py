@@ -227,22 +227,7 @@ def test_max_core_count_below_core_count_is_refused(cli, store):
 
 # ---------------------------------------------------------------------------------- tgt_max_output_for_ng
 
-def test_tgt_max_output_for_ng_resets_n_gb_per_job_after_the_scouts(cli, store, tmp_path):
-    from jedictl.store.completion import finished_jobs
-    from tests.cli.test_finalize import finalize, item, prepare_grid, run_round, task_row, to_ready
-
-    prepare_grid(cli, store, tmp_path)
-    task_id = cli.json("submit", "-", db=store, input=own_outputs("tgt.ng", nFilesPerJob=None, nGBPerJob=3, tgtMaxOutputForNG=10))["task_id"]
-    plain = cli.json("submit", "-", db=store, input=own_outputs("plain.ng", nFilesPerJob=None, nGBPerJob=3))["task_id"]
-    to_ready(cli, store)
-    run_round(cli, store, 1, 0.0)
-    report = finalize(cli, store)
-    assert item(report, task_id)["outcome"] == item(report, plain)["outcome"] == "running"
-    scouts = run_sql(store, lambda conn: finished_jobs(conn, task_id, scouts_only=True, limit=1000))
-    largest = max(scouts, key=lambda job: job.output_bytes)
-    expected = round(10 * (int(largest.input_bytes) + largest.output_bytes) / largest.output_bytes, 3)
-    assert task_row(store, task_id).options["n_gb_per_job"] == expected != 3
-    assert task_row(store, plain).options["n_gb_per_job"] == 3  # without the target nGBPerJob stays
+# The reset itself, from the scout that set outDiskCount: tests/cli/test_tgt_max_output.py.
 
 
 def test_tgt_max_output_for_ng_cannot_be_combined_with_files_per_job(cli, store):

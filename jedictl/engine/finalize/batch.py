@@ -111,6 +111,8 @@ def _plan(task: Any, rows: list[Any], parent_status: str | None, finished: list[
     if status in _PROCESSING:
         if status == S.RUNNING and task.walltime_unit is None:
             plan.measured = True
+            if finished and options.tgt_max_output_for_ng:
+                return None  # nGBPerJob is reset from the outputs' sizes per dataset: the one-task path reads them
             if finished:
                 statistics, _ = measure([scout_job(row) for row in finished], scout_request(task, options), settings.scouts)
                 values = task_values(task, options, statistics, settings)

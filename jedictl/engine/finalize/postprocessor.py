@@ -41,7 +41,7 @@ from jedictl.engine.commando.commands import Request, run_command
 from jedictl.engine.finalize.scout_facts import scout_counts, scout_job, scout_request, task_values, thresholds
 from jedictl.engine.finalize.batch import finalize_batch
 from jedictl.engine.finalize.notify import notify_ended
-from jedictl.engine.finalize.scouts import early_avalanche_due, evaluate, measure
+from jedictl.engine.finalize.scouts import early_avalanche_due, evaluate, measure, measurement_changes
 from jedictl.engine.task.options import TaskOptions, options_from_dict
 from jedictl.errors import JedictlError, LeaseLost
 from jedictl.model import TASK_FINAL, TASK_PARENT_CORRUPTED, DatasetType, TaskStatus
@@ -138,7 +138,7 @@ class TaskFinalizer:
         with self.store.read() as conn:
             rows = completion.finished_jobs(conn, task.id, scouts_only=True, limit=self.settings.finalize.max_scout_jobs)
             ok, failed = completion.scout_outcomes(conn, task.id)
-        jobs = [scout_job(row) for row in rows]
+            jobs = self._scout_jobs(conn, rows, options)
         assessment = evaluate(jobs, scout_request(task, options), scout_counts(datasets, ok, failed), self.settings.scouts,
                               forced=forced, thresholds=thresholds(self.settings))
         values = task_values(task, options, assessment.statistics, self.settings, assessment)
@@ -171,12 +171,21 @@ class TaskFinalizer:
         a new measurement) gets them from its finished jobs -- no verdict, no exhausted checks."""
         with self.store.read() as conn:
             rows = completion.finished_jobs(conn, task.id, scouts_only=False, limit=self.settings.finalize.max_scout_jobs)
+            jobs = self._scout_jobs(conn, rows, options)
         if not rows:
             return
-        statistics, _ = measure([scout_job(row) for row in rows], scout_request(task, options), self.settings.scouts)
+        request = scout_request(task, options)
+        statistics, facts = measure(jobs, request, self.settings.scouts)
+        changes = measurement_changes(jobs, request, statistics, facts, thresholds(self.settings))
         with self.store.begin() as conn:
-            self._write(conn, S.RUNNING, **task_values(task, options, statistics, self.settings))
+            self._write(conn, S.RUNNING, **task_values(task, options, statistics, self.settings, changes=changes))
         self.notes.append(f"resource model measured on {len(rows)} finished jobs")
+
+    @staticmethod
+    def _scout_jobs(conn: Any, rows: list[Any], options: TaskOptions) -> list[Any]:
+        """The measured jobs; with tgtMaxOutputForNG, each with its output files' sizes per dataset."""
+        sizes = completion.output_sizes(conn, [row.id for row in rows]) if options.tgt_max_output_for_ng else {}
+        return [scout_job(row, sizes.get(row.id)) for row in rows]
 
     def _prepare(self, task: Any, datasets: list[DatasetRecord]) -> bool:
         if prepare(datasets).action == "wait":  # seen on a snapshot: waiting is always safe

@@ -21,14 +21,18 @@ MEASURED_WALLTIME_UNIT = "kSI2kseconds"
 OUT_DISK_RATIO_UNIT = "B"
 
 
-def scout_job(row: Any) -> ScoutJob:
-    """A `store.completion.finished_jobs` row; the wall time falls back to end - start."""
+def scout_job(row: Any, output_sizes: tuple[int, int] | None = None) -> ScoutJob:
+    """A `store.completion.finished_jobs` row; the wall time falls back to end - start. `output_sizes`:
+    (its output files' bytes, the largest output dataset's bytes) from `store.completion.output_sizes`,
+    read only for a task with tgtMaxOutputForNG."""
     wall = row.wall_time
     if wall is None and row.started_at is not None and row.ended_at is not None:
         wall = max((row.ended_at - row.started_at).total_seconds(), 0.0)
+    total, largest = output_sizes if output_sizes is not None else (None, None)
     return ScoutJob(row.id, input_bytes=int(row.input_bytes or 0), n_events=row.n_events, output_bytes=row.output_bytes,
                     wall_time=wall, cpu_time=row.cpu_time, core_count=row.core_count, max_pss=row.max_pss,
-                    core_power=row.core_power, pseudo_input=bool(row.pseudo_input))
+                    core_power=row.core_power, pseudo_input=bool(row.pseudo_input), output_file_bytes=total,
+                    largest_output_bytes=largest)
 
 
 def scout_request(task: Any, options: TaskOptions) -> ScoutRequest:
@@ -54,14 +58,15 @@ def scout_counts(datasets: Sequence[DatasetRecord], n_jobs_ok: int, n_jobs_faile
 def thresholds(settings: Settings) -> ScoutThresholds:
     generate = settings.generate
     ratio = generate.max_input_gb / generate.scout_max_input_gb if generate.scout_max_input_gb else 10.0
-    return ScoutThresholds(avalanche_input_ratio=ratio)
+    return ScoutThresholds(avalanche_input_ratio=ratio, default_output_mb=settings.brokerage.default_output_size_mb)
 
 
 def task_values(task: Any, options: TaskOptions, statistics: ScoutStatistics, settings: Settings,
-                assessment: ScoutAssessment | None = None) -> dict[str, Any]:
+                assessment: ScoutAssessment | None = None, changes: dict[str, Any] | None = None) -> dict[str, Any]:
     """The `tasks` columns a measurement sets: the statistics, a walltime unit that says "measured"
-    (so the task is not measured again), the resource type for the new RAM, and the split-rule fix
-    of the many-short-jobs check written into the options."""
+    (so the task is not measured again), the resource type for the new RAM, and the option changes --
+    the split-rule fix of the many-short-jobs check, nGBPerJob for tgtMaxOutputForNG -- written into
+    the options (`changes`: those of a measurement without a verdict, scouts.measurement_changes)."""
     values = statistics.columns()
     values.setdefault("walltime_unit", task.walltime_unit or MEASURED_WALLTIME_UNIT)
     if values.get("out_disk_unit") == "kB":
@@ -74,7 +79,7 @@ def task_values(task: Any, options: TaskOptions, statistics: ScoutStatistics, se
         per_core = ram_per_core(values["ram_count"], values.get("ram_unit", task.ram_unit), task.base_ram_count, cores,
                                 settings.refine.memory_compensation)
         values["resource_type"] = match_resource_type(load_resource_types(settings.resource_types), cores, per_core) or task.resource_type
-    changes = dict(assessment.split_rule_changes) if assessment is not None else {}
+    changes = dict(assessment.split_rule_changes) if assessment is not None else dict(changes or {})
     if changes:
         stored = dict(task.options or {})
         for name, value in changes.items():

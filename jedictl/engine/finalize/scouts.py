@@ -39,6 +39,9 @@ _OUT_DISK_CAP_KB = 10 * 1024
 _CPU_ABUSE_FACTOR = 2
 #: Files per job the "many short jobs" split-rule fix raises nMaxFilesPerJob to.
 _SHORT_JOB_MAX_FILES = 200
+#: tgtMaxOutputForNG: the nGBPerJob it sets lies between these (GB; JEDI's floor and maxNG).
+_TARGET_NG_MIN, _TARGET_NG_MAX = 1, 100
+GB = 1024 * MB
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,10 @@ class ScoutJob:
     work_dir_mb: float | None = None
     pseudo_input: bool = False  # the job read only pseudo (seed/seq number) input
     forced_copy_to_scratch: bool = False  # the site forced copy-to-scratch; excused from the short-job check
+    # Its output files (not the log) as tgtMaxOutputForNG reads them: all together, and the largest
+    # output dataset's share (a job writes one file or more per output dataset). None: not read.
+    output_file_bytes: int | None = None
+    largest_output_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -112,6 +119,7 @@ class ScoutThresholds:
     min_ok_rate_exhausted: float | None = None  # tenths
     ram_count_min: int | None = None  # SCOUT_RAMCOUNT_MIN
     avalanche_input_ratio: float = 10.0  # GenerateSettings.max_input_gb / scout_max_input_gb
+    default_output_mb: float = 1500.0  # InputChunk.defaultOutputSize: the splitter adds it on top of nGBPerJob
 
 
 @dataclass(frozen=True)
@@ -173,7 +181,7 @@ def measure(jobs: Sequence[ScoutJob], request: ScoutRequest, settings: ScoutSett
     """The statistics of §7.2 and the per-job facts the exhausted checks need."""
     facts: dict[str, Any] = {}
     values: dict[str, Any] = {}
-    values.update(_out_disk(jobs, request, settings))
+    values.update(_out_disk(jobs, request, settings, facts))
     values.update(_walltime(jobs, request, facts))
     values.update(_cpu_time(jobs, request, settings, facts))
     values.update(_ram_count(jobs, request, settings, ram_count_min))
@@ -191,22 +199,26 @@ def measure(jobs: Sequence[ScoutJob], request: ScoutRequest, settings: ScoutSett
     return ScoutStatistics(**values), facts
 
 
-def _out_disk(jobs: Sequence[ScoutJob], request: ScoutRequest, settings: ScoutSettings) -> dict[str, Any]:
+def _out_disk(jobs: Sequence[ScoutJob], request: ScoutRequest, settings: ScoutSettings, facts: dict[str, Any]) -> dict[str, Any]:
     """Output per MB of input (or per event), in kB, from jobs with at least 10 events when they say."""
     unit = request.out_disk_unit or ""
     if "Fixed" in unit:
         return {}
     per_event = unit.endswith("PerEvent")
-    ratios = []
+    ratios: list[tuple[int, int]] = []  # (output per unit, job id)
     for job in jobs:
         if job.output_bytes is None or (job.n_events is not None and job.n_events < _MIN_EVENTS_FOR_OUTPUT):
             continue
         denominator = job.n_events if per_event else _input_mb(job)
         if denominator:
-            ratios.append(math.ceil(job.output_bytes / denominator))
+            ratios.append((math.ceil(job.output_bytes / denominator), job.id))
     if not ratios:
         return {}
-    kb = min(percentile(ratios, settings.outdisk_rank)[0] / 1024, _OUT_DISK_CAP_KB)
+    value, upper = percentile([ratio for ratio, _ in ratios], settings.outdisk_rank)
+    # The job whose ratio is the upper of the two the percentile was taken from "set" outDiskCount
+    # (JEDI tags it): tgtMaxOutputForNG scales that job's outputs.
+    facts["out_disk_job"] = sorted(ratios)[upper][1]
+    kb = min(value / 1024, _OUT_DISK_CAP_KB)
     return {"out_disk_count": int(kb), "out_disk_unit": "kBPerEvent" if per_event else "kB"}
 
 
@@ -312,26 +324,53 @@ def evaluate(
             verdict = TaskStatus.EXHAUSTED
     if forced and verdict == TaskStatus.TOBROKEN:
         verdict, reason = TaskStatus.SCOUTED, "avalanche forced by command"
-    target_ng = target_n_gb_per_job(jobs, request)
-    if verdict == TaskStatus.SCOUTED and target_ng is not None and "n_gb_per_job" not in changes:
-        changes["n_gb_per_job"] = target_ng
+    if "n_gb_per_job" not in changes:  # the short-jobs fix drops nGBPerJob: it is not set again (JEDI's order)
+        changes.update(measurement_changes(jobs, request, stats, facts, thresholds))
     return ScoutAssessment(verdict, reason, stats, expected, by_events, new_jobs, rate,
                            facts["median_efficiency"], changes)
 
 
-def target_n_gb_per_job(jobs: Sequence[ScoutJob], request: ScoutRequest) -> float | None:
-    """tgtMaxOutputForNG (split rule TN, seed 000): after the scouts nGBPerJob is reset so that the scout
-    with the largest output, scaled up, writes the target size. nGBPerJob bounds a job's input + output,
-    which scale together: NG = target x (input + output) / output of that job. Not for tasks that split
-    by files or events (nGBPerJob cannot be combined with them)."""
-    if not request.tgt_max_output_for_ng or request.n_files_per_job or request.n_events_per_job:
+def measurement_changes(jobs: Sequence[ScoutJob], request: ScoutRequest, stats: ScoutStatistics, facts: Mapping[str, Any],
+                        thresholds: ScoutThresholds) -> dict[str, Any]:
+    """The task options a measurement changes by itself (whatever the verdict, as JEDI writes them with
+    the statistics): nGBPerJob reset for tgtMaxOutputForNG."""
+    target = target_n_gb_per_job(jobs, request, stats, facts, thresholds)
+    return {"n_gb_per_job": target} if target is not None else {}
+
+
+def target_n_gb_per_job(jobs: Sequence[ScoutJob], request: ScoutRequest, stats: ScoutStatistics, facts: Mapping[str, Any],
+                        thresholds: ScoutThresholds) -> int | None:
+    """tgtMaxOutputForNG (split rule TN; seed 000 "tgtMaxOutputForNG", jedi-inventory.md §7.2): after the
+    scouts nGBPerJob is reset so that a job's largest output reaches the target size.
+
+    Read from the scout that set outDiskCount: its outputs (not the log) scale together, so a job whose
+    largest output dataset gets `target` GB writes target x total / largest in all. outDiskCount turns
+    that into the input it takes (MB of input, or events, per output byte); nGBPerJob is input + output
+    -- plus, per event, the work directory and the job's input per event -- less the default output the
+    splitter adds on top of nGBPerJob, in whole GB between 1 and 100. None without a target, without
+    outDiskCount (a *Fixed unit, or no usable scout) or when that scout's output sizes are unknown."""
+    target = request.tgt_max_output_for_ng
+    job_id = facts.get("out_disk_job")
+    if not target or stats.out_disk_count is None or job_id is None:
         return None
-    sized = [job for job in jobs if job.output_bytes and job.input_bytes and not job.pseudo_input]
-    if not sized:
+    job = next((job for job in jobs if job.id == job_id), None)
+    if job is None or not job.output_file_bytes or not job.largest_output_bytes:
         return None
-    largest = max(sized, key=lambda job: job.output_bytes or 0)
-    output = largest.output_bytes or 0
-    return round(request.tgt_max_output_for_ng * (largest.input_bytes + output) / output, 3)
+    expected_out = job.output_file_bytes * target * GB // job.largest_output_bytes
+    per_unit = stats.out_disk_count * 1024 or 1  # output bytes per MB of input, or per event
+    scale = expected_out // per_unit  # MB of input, or events
+    if (stats.out_disk_unit or "").endswith("PerEvent"):
+        if not job.n_events:
+            return None
+        expected_in = job.input_bytes * scale // job.n_events
+        work_mb = stats.work_disk_count if stats.work_disk_count is not None else (request.work_disk_count or 0)
+        size = expected_out + expected_in + work_mb * MB - thresholds.default_output_mb * MB
+    else:
+        size = expected_out + scale * MB - thresholds.default_output_mb * MB
+    n_gb = size / GB
+    if n_gb <= 0:
+        return _TARGET_NG_MIN
+    return int(min(n_gb, _TARGET_NG_MAX))
 
 
 def _exhausted_reason(jobs: Sequence[ScoutJob], request: ScoutRequest, stats: ScoutStatistics, facts: Mapping[str, Any],

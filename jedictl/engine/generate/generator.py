@@ -42,6 +42,7 @@ from jedictl.store import jobs as job_store
 from jedictl.store import task_leases
 from jedictl.store import tasks as task_store
 from jedictl.store.data_catalog import StoreDataCatalog
+from jedictl.store.site_datasets import NotAContainer
 
 GENERATOR_STATUSES = (TaskStatus.READY.value, TaskStatus.RUNNING.value, TaskStatus.SCOUTING.value)
 INPUT_TYPES = ("input", "pseudo_input")
@@ -172,7 +173,7 @@ class TaskGenerator:
                 files_left -= taken
                 if count == 0:
                     break
-        except (NoSite, TemplateError) as exc:
+        except (NoSite, TemplateError, NotAContainer) as exc:
             reason = f"no site can run the jobs: {exc}" if isinstance(exc, NoSite) else str(exc)
             if made:  # some jobs exist: keep the task going, say why the rest waits
                 return self._finish(made, reason)
@@ -189,7 +190,7 @@ class TaskGenerator:
                 made, _ = make_merge_jobs(conn, ctx, self.settings, self.sites, self.now, max_jobs)
                 if made:
                     self._started(conn, made)
-        except (MergeConflict, TemplateError) as exc:
+        except (MergeConflict, TemplateError, NotAContainer) as exc:
             return 0, f"merge jobs: {exc}"
         return made, None
 

@@ -36,6 +36,7 @@ from jedictl.engine.task.templates import InputStream, JobContext, OutputFile, r
 from jedictl.model import DatasetType, FileStatus, JobStatus, TaskStatus
 from jedictl.store import datasets as dataset_store
 from jedictl.store import jobs as job_store
+from jedictl.store import site_datasets as site_dataset_store
 from jedictl.store import tasks as task_store
 
 RESOURCE_COLUMNS = ("core_count", "ram_count", "ram_unit", "base_ram_count", "walltime", "walltime_unit", "base_walltime", "cpu_time",
@@ -63,6 +64,7 @@ class TaskContext:
     destinations: dict[int, str | None]
     job_template: str
     rtypes: tuple[ResourceTypeDef, ...]
+    site_containers: tuple[Any, ...] = ()  # output containers: jobs write a dataset per site inside them
 
     @classmethod
     def load(cls, conn: Any, task_id: int, settings: Settings) -> TaskContext:
@@ -93,6 +95,7 @@ class TaskContext:
             destinations={d.id: d.destination for d in out_datasets.values()},
             job_template=dataset_store.job_templates_of(conn, task_id).get("job", ""),
             rtypes=tuple(load_resource_types(settings.resource_types)),
+            site_containers=tuple(d for d in out_datasets.values() if (d.attributes or {}).get("per_site")),
         )
 
 
@@ -139,6 +142,9 @@ class JobBuilder:
         seeds = self._seeds(conn, n)
         record_ids = iter(job_store.reserve_ids(conn, "files", n * len(ctx.templates) + sum(1 for s in seeds if s.file_id is None)))
         streams = {d.id: (d.stream_name, d.container_name or d.name, d.type) for d in ctx.masters + ctx.secondaries}
+        # Output containers: the dataset of each site in them, found or made once per chunk, not per job.
+        in_site_datasets = site_dataset_store.site_datasets(conn, ctx.site_containers, {site.name for site, _ in plan}, now) \
+            if ctx.site_containers else None
         shared = (task.id, "normal", task.nucleus, task.work_queue, task.gshare, task.prod_source_label, task.processing_type, task.vo,
                   task.working_group, task.trans_path, task.architecture, task.trans_uses, task.trans_home, task.container_name, now, now, now)
         status, scout, source_url, template, unmerged = JobStatus.ACTIVATED.value, ctx.scout, task.source_url, ctx.job_template, ctx.merge
@@ -203,10 +209,12 @@ class JobBuilder:
                 used[ctx.seed_dataset.id].add(seed_id)
                 file_rows.append((job_id, task.id, ctx.seed_dataset.id, seed_id, str(seed.value), DatasetType.PSEUDO_INPUT.value,
                                   seed.attempt_nr, "ready", None, None, None, None, None))
+            site_ids = in_site_datasets[site.name] if in_site_datasets else None
             for output in outputs:
                 record_id = next(record_ids)
-                output_rows.append((record_id, task.id, output.dataset_id, output.lfn, output.out_type, "defined", 0, 0, True, job_id, None, now))
-                file_rows.append((job_id, task.id, output.dataset_id, record_id, output.lfn, output.out_type, 0, "defined", None, None, None,
+                dataset_id = site_ids.get(output.dataset_id, output.dataset_id) if site_ids else output.dataset_id
+                output_rows.append((record_id, task.id, dataset_id, output.lfn, output.out_type, "defined", 0, 0, True, job_id, None, now))
+                file_rows.append((job_id, task.id, dataset_id, record_id, output.lfn, output.out_type, 0, "defined", None, None, None,
                                   None, _destination(ctx, output.dataset_id, site)))
             if previous:
                 retries.extend(dataclasses.asdict(r) | {"task_id": task.id, "created_at": now} for r in retry_relations(job_id, previous))

@@ -32,6 +32,7 @@ from jedictl.model import DatasetType, JobStatus
 from jedictl.store import datasets as dataset_store
 from jedictl.store import jobs as job_store
 from jedictl.store import merges as merge_store
+from jedictl.store import site_datasets as site_dataset_store
 from jedictl.store import tasks as task_store
 
 MERGE_PROCESSING_TYPE = "pmerge"
@@ -52,6 +53,7 @@ class MergeContext:
     job_template: str
     transformation: str | None
     more_to_come: bool  # released input is not terminal yet: hold back short merges
+    site_containers: tuple[Any, ...] = ()  # output containers: merged files go to the merge site's dataset in them
 
     @classmethod
     def load(cls, conn: Any, ctx: TaskContext) -> MergeContext | None:
@@ -76,6 +78,7 @@ class MergeContext:
             job_template=dataset_store.job_templates_of(conn, ctx.task.id).get("merge", ""),
             transformation=_merge_transformation(conn, ctx),
             more_to_come=more,
+            site_containers=tuple(d for d in chosen.values() if (d.attributes or {}).get("per_site")),
         )
 
 
@@ -163,6 +166,8 @@ class MergeBuilder:
                   now, now, now)
         job_rows, file_rows, output_rows, retries = [], [], [], []
         used: dict[int, int] = defaultdict(int)
+        in_site_datasets = site_dataset_store.site_datasets(conn, merge.site_containers, {site.name for site, _ in plan}, now) \
+            if merge.site_containers else None
         for index, ((site, sub), job_id) in enumerate(zip(plan, job_ids, strict=True)):
             inputs = [rows[r.file_id] for r in sub.master] + [rows[r.file_id] for records in sub.secondaries for r in records]
             chunk = [ChunkFile(row[C_ATTEMPT], row[C_SIZE] or 0, row.n_events, None, None, row[C_RAM]) for row in inputs[:len(sub.master)]]
@@ -190,12 +195,14 @@ class MergeBuilder:
                                   row[C_SCOPE], row[C_GUID], row[C_SIZE], row[C_CHECKSUM], None))
                 used[row.dataset_id] += 1
             dropped = set(rendered.dropped_outputs)
+            site_ids = in_site_datasets[site.name] if in_site_datasets else None
             for output in outputs:
                 if output.stream in dropped:
                     continue  # no unmerged input for this stream: its merged file is not made
                 record_id = next(record_ids)
-                output_rows.append((record_id, task.id, output.dataset_id, output.lfn, output.out_type, "defined", 0, 0, True, job_id, None, now))
-                file_rows.append((job_id, task.id, output.dataset_id, record_id, output.lfn, output.out_type, 0, "defined", None, None, None,
+                dataset_id = site_ids.get(output.dataset_id, output.dataset_id) if site_ids else output.dataset_id
+                output_rows.append((record_id, task.id, dataset_id, output.lfn, output.out_type, "defined", 0, 0, True, job_id, None, now))
+                file_rows.append((job_id, task.id, dataset_id, record_id, output.lfn, output.out_type, 0, "defined", None, None, None,
                                   None, merge.destinations.get(output.dataset_id)))
             producers = [row.boundary_id for row in inputs[:len(sub.master)]]
             retries.extend(dataclasses.asdict(r) | {"task_id": task.id, "created_at": now}

@@ -18,7 +18,7 @@ from jedictl.engine.shares import global_shares as shares
 from jedictl.engine.shares import resource_types, work_queues
 from jedictl.engine.shares.definitions import current_definitions
 from jedictl.engine.task import split_rule
-from jedictl.engine.task.definition import DatasetDef, TaskDefinition, effective_options, payload_identity
+from jedictl.engine.task.definition import DatasetDef, TaskDefinition, effective_options, is_output_container, payload_identity
 from jedictl.engine.task.submission import UNCAPPED, parse_definition, refuse_shared_outputs
 from jedictl.errors import BadInput, JedictlError, LeaseLost
 from jedictl.model import TASK_PARENT_COMPLETED, TASK_PARENT_CORRUPTED, DatasetType, NewDataset, TaskStatus
@@ -105,7 +105,7 @@ def resource_columns(definition: TaskDefinition, settings: RefineSettings) -> di
         "core_count": o.core_count if o.core_count is not None else 1,
         "ram_count": o.ram_count if o.ram_count is not None else settings.default_ram_count,
         "ram_unit": o.ram_unit or (settings.default_ram_unit if o.ram_count is None else "MB"),
-        "base_ram_count": o.base_ram_count or 0,
+        "base_ram_count": base_ram_count(definition, settings),
         "walltime": o.walltime or 0,
         "walltime_unit": o.walltime_unit,
         "base_walltime": o.base_walltime if o.base_walltime is not None else settings.default_base_walltime,
@@ -119,6 +119,16 @@ def resource_columns(definition: TaskDefinition, settings: RefineSettings) -> di
         "io_intensity": o.io_intensity,
         "io_intensity_unit": o.io_intensity_unit,
     }
+
+
+def base_ram_count(definition: TaskDefinition, settings: RefineSettings) -> int:
+    """The task's baseRamCount, else the one configured for its processingType (seed 000, "Memory probe
+    and brokerage": fixed per processingType -- simul 1000, pile 1500, reco 1000 MB), else 0. It is the
+    part of a job's memory that does not grow with its cores: brokerage asks base + ramCount x cores,
+    and the scouts measure ramCount per core with it taken off."""
+    if definition.options.base_ram_count is not None:
+        return definition.options.base_ram_count
+    return settings.base_ram_count.get(definition.processing_type or "", 0)
 
 
 def request_type(definition: TaskDefinition) -> str:
@@ -193,9 +203,13 @@ def plan_datasets(definition: TaskDefinition) -> list[NewDataset]:
         elif merge and dataset.type == DatasetType.LOG and unmerged_master_key is not None and not dataset.attributes.merge_only:
             provenance = unmerged_master_key
         is_input = dataset.type in (DatasetType.INPUT, DatasetType.PSEUDO_INPUT, DatasetType.RANDOM_SEED)
+        attributes, container = dataset.attributes.as_dict(), dataset.container
+        if is_output_container(dataset.name, dataset.type):
+            # Jobs write a dataset per site inside it (store.site_datasets); this row holds its templates.
+            attributes["per_site"], container = True, container or dataset.name
         rows.append(NewDataset(
             key=index, name=dataset.name, type=dataset.type.value, stream_name=dataset.stream,
-            attributes=dataset.attributes.as_dict(), container_name=dataset.container,
+            attributes=attributes, container_name=container,
             master_key=master_key if is_input and not dataset.is_master else None,
             provenance_key=provenance, destination=dataset.destination, storage_token=dataset.storage_token,
             file_template=dataset.file_template, serial_nr=1 + dataset.serial_offset,

@@ -279,13 +279,17 @@ def analysis_placement(store: Any, demo: DemoTasks) -> list[str]:
             continue
         with store.read() as conn:
             used = view_store.job_sites_of_task(conn, task_id)
+            containers = view_store.site_datasets_of_task(conn, task_id)
         holders = sites_holding(inputs[role])
         went = ", ".join(f"{site} {n}" for site, n in sorted(used.items(), key=lambda item: (-item[1], item[0])))
         elsewhere = sorted(set(used) - set(holders))
         verdict = ("went to its data: every site holds the input" if not elsewhere
                    else f"{', '.join(elsewhere)} without the input (sent with a transfer)")
+        outputs = "; ".join(f"{name} holds {len(sites)} datasets, one per site ({', '.join(sites)})"
+                            for name, sites in sorted(containers.items()) if not name.endswith(".log/"))
         lines.append(f"Analysis task {task_id} ({role}): jobs at {went or 'no site'} -- {verdict}; "
-                     f"it is held at {', '.join(holders)}, not at the {len(GRID['sites']) - len(holders)} other sites.")
+                     f"it is held at {', '.join(holders)}, not at the {len(GRID['sites']) - len(holders)} other sites."
+                     + (f" Outputs: {outputs}." if outputs else ""))
     return lines
 
 

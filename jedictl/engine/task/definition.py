@@ -60,6 +60,9 @@ class DatasetAttributes:
     random_order: bool = False  # rd
     use_duplicated: bool = False  # ud
     index_consistent: bool = False  # ic
+    # An output container (an output or log named `<outDS>/`): each site its jobs go to gets a dataset
+    # of its own inside it (seed 000 "Workflow for analysis" step 5). Set by the refiner, not a JEDI token.
+    per_site: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         """Only the attributes that differ from the defaults (what is stored and shown)."""
@@ -227,6 +230,12 @@ def check_placeholders(template: str, streams: Iterable[str], path: str, strict:
         problem = placeholder_problem(body) if names and all(name in known for name in names) else None
         if problem:
             raise BadInput(f"placeholder ${{{body}}} {problem}", path)
+
+
+def is_output_container(name: str, dataset_type: DatasetType) -> bool:
+    """An output or log dataset named with a trailing '/' is a container (PanDA's `--outDS user.x.y/`):
+    the task writes a dataset per site inside it."""
+    return dataset_type in (DatasetType.OUTPUT, DatasetType.LOG) and name.endswith("/")
 
 
 def check_name(value: Any, path: str, what: str = "name") -> str:

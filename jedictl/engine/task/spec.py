@@ -75,7 +75,7 @@ INPUT_KEYS = {
     "random_order": "shuffle the file order",
 }
 OUTPUT_KEYS = {
-    "dataset": "output dataset name",
+    "dataset": "output dataset name; ending in / it is an output container, with a dataset per site inside (analysis.md)",
     "file_template": "file name with ${SN} (serial number) or ${SN/P} (6 digits), e.g. EVNT.${JEDITASKID}._${SN/P}.pool.root",
     "stream": "placeholder name (default OUTPUT0, OUTPUT1, ... / LOG0)",
     "container": "container the dataset is added to",

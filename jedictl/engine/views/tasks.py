@@ -63,7 +63,8 @@ def task_details(conn, task_id: int) -> dict[str, Any]:  # noqa: ANN001
         "datasets": [
             {"dataset_id": d.id, "name": d.name, "type": d.type, "stream": d.stream_name, "status": d.status,
              "state": d.state, "master_id": d.master_id, "provenance_id": d.provenance_id, "container": d.container_name,
-             "attributes": d.attributes, "destination": d.destination, "storage_token": d.storage_token,
+             "template_id": d.template_id, "site": d.site, "attributes": d.attributes, "destination": d.destination,
+             "storage_token": d.storage_token,
              "file_templates": by_dataset.get(d.id, []),
              **{name: getattr(d, name) for name in COUNTERS}}
             for d in dataset_store.datasets_of(conn, task_id)

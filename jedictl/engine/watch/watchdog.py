@@ -184,10 +184,12 @@ class Watchdog:
             task = WatchedTask.from_row(row)
             data = by_task.get(row.id, [])
             inputs = [d for d in data if d.type in (DatasetType.INPUT.value, DatasetType.PSEUDO_INPUT.value)]
-            outputs = [d for d in data if d.type == DatasetType.OUTPUT.value]
+            outputs = [d for d in data if d.type == DatasetType.OUTPUT.value and d.template_id is None]
+            # The first output, with the datasets of its sites when it is an output container.
+            first_output = sum(d.n_events for d in data if outputs and outputs[0].id in (d.id, d.template_id))
             action = goal_reached(task, self.now, self.watch, parent_status=parents.get(row.parent_id),
                                   input_statuses=[d.status for d in inputs], fresh_ready_files=fresh[row.id],
-                                  output_events=outputs[0].n_events if outputs else 0,
+                                  output_events=first_output,
                                   input_events=sum(d.n_events for d in inputs if d.master_id is None))
             with self.store.begin() as conn:  # checked now: not again before wait_for_achieved_minutes
                 checked = store.set_task(conn, row.id, row.status, self.now, {"assessed_at": self.now})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime, timedelta
 
 import pytest
@@ -89,6 +90,21 @@ def test_preset_walltime_wins_when_larger_and_fixed_units_are_kept():
                                                    out_disk_unit="kBFixed"), SETTINGS)
     assert stats.walltime == 50
     assert (stats.ram_count, stats.cpu_time, stats.out_disk_count) == (None, None, None)
+
+
+def test_ram_count_per_core_takes_the_base_off_before_dividing_by_cores():
+    """Seed 000 "Memory probe and brokerage": ramCount = (PSS - baseRamCount) / cores, so that brokerage's
+    baseRamCount + ramCount x cores gives back the job's memory at any slot size; JEDI takes the 75th
+    percentile of that over the scouts (SCOUT_RAMCOUNT_RANK) and adds 10 % (SCOUT_RAMCOUNT_MARGIN)."""
+    jobs = [ScoutJob(1, input_bytes=MB, core_count=8, max_pss=9_500_000), ScoutJob(2, input_bytes=MB, core_count=8, max_pss=10_000_000)]
+    per_core = ScoutRequest(ram_unit="MBPerCore", base_ram_count=1500)
+    # (9 500 000 - 1500 x 1024) / 8 = 995 500 kB, (10 000 000 - 1 536 000) / 8 = 1 058 000 kB per core;
+    # 75th percentile 995 500 x 0.25 + 1 058 000 x 0.75 = 1 042 375, +10 % = 1 146 612 kB -> 1119 MB per core
+    assert (measure(jobs, per_core, SETTINGS)[0].ram_count, measure(jobs, per_core, SETTINGS)[0].ram_unit) == (1119, "MBPerCore")
+    # without the base each core would carry an eighth of it: 1 234 375 kB, +10 % -> 1325 MB per core
+    assert measure(jobs, ScoutRequest(ram_unit="MBPerCore", base_ram_count=0), SETTINGS)[0].ram_count == 1325
+    # a whole-job unit (MB) keeps the base inside: 9 875 000 kB + 10 % -> 10 607 MB
+    assert measure(jobs, ScoutRequest(ram_unit="MB", base_ram_count=1500), SETTINGS)[0].ram_count == 10607
 
 
 def test_output_per_event_and_ram_per_job():
@@ -235,3 +251,64 @@ def test_early_avalanche_when_half_of_the_scouts_finished(total, finished, asses
     now = datetime(2024, 5, 1, 12, 0)
     assessed = None if assessed_minutes_ago is None else now - timedelta(minutes=assessed_minutes_ago)
     assert early_avalanche_due(total, finished, assessed, now, SETTINGS) is due
+
+
+# ------------------------------------------------------------------------------ tgtMaxOutputForNG
+
+def _five_scouts(**extra) -> list[ScoutJob]:
+    """Five scouts of 1 GiB input each writing k x 250 MiB (a 10 MiB log included): the 75th percentile
+    of five ratios is exactly the fourth, so scout 4 -- not the one with the largest output -- sets
+    outDiskCount. Scout 4's outputs: 990 MiB in two datasets of 660 and 330 MiB."""
+    jobs = []
+    for k in range(1, 6):
+        total = (k * 250 - 10) * MB
+        largest = 660 * MB if k == 4 else total
+        jobs.append(ScoutJob(k, input_bytes=1024 * MB, n_events=1000, output_bytes=k * 250 * MB, output_file_bytes=total,
+                             largest_output_bytes=largest, **extra))
+    return jobs
+
+
+def _target(jobs, request, thresholds=ScoutThresholds()):
+    from jedictl.engine.finalize.scouts import target_n_gb_per_job
+
+    stats, facts = measure(jobs, request, SETTINGS)
+    return target_n_gb_per_job(jobs, request, stats, facts, thresholds), stats, facts
+
+
+def test_tgt_max_output_for_ng_reads_the_scout_that_set_out_disk_count():
+    value, stats, facts = _target(_five_scouts(), ScoutRequest(tgt_max_output_for_ng=5))
+    assert facts["out_disk_job"] == 4 and stats.out_disk_count == 1000  # 1000 MiB per 1024 MB of input: 1000 kB per MB
+    # its largest output reaching 5 GB means 990/660 x 5 GiB = 7.5 GiB of outputs, from 7.5 GiB / 1 024 000 B per MB
+    # = 7864 MB of input; nGBPerJob = 7.5 GiB + 7864 MiB - the splitter's 1500 MiB default output = 13.7 -> 13
+    assert value == 13
+    # the default output is taken off because the splitter adds it on top of nGBPerJob (brokerage.default_output_size_mb)
+    assert _target(_five_scouts(), ScoutRequest(tgt_max_output_for_ng=5), ScoutThresholds(default_output_mb=0))[0] == 15
+
+
+def test_tgt_max_output_for_ng_per_event_adds_input_per_event_and_the_work_directory():
+    request = ScoutRequest(tgt_max_output_for_ng=2, out_disk_unit="kBPerEvent", work_disk_count=200)
+    value, stats, _ = _target(_five_scouts(), request)
+    assert (stats.out_disk_count, stats.out_disk_unit) == (1024, "kBPerEvent")  # scout 4: 1000 MiB / 1000 events
+    # 990/660 x 2 GiB = 3 GiB of outputs = 3072 events at 1 MiB each; their input 1 GiB x 3072/1000 = 3 298 534 883 B;
+    # + 200 MB work directory - 1500 MiB default output = 5 156 611 555 B = 4.8 -> 4
+    assert value == 4
+
+
+def test_tgt_max_output_for_ng_bounds_and_when_it_says_nothing():
+    tiny = [ScoutJob(1, input_bytes=MB, output_bytes=10 * MB, output_file_bytes=10 * MB, largest_output_bytes=10 * MB)]
+    assert _target(tiny, ScoutRequest(tgt_max_output_for_ng=1))[0] == 1  # 1 GB of output from 102 MB: below 0 -> 1
+    huge = [ScoutJob(1, input_bytes=1024 * MB, output_bytes=MB, output_file_bytes=MB, largest_output_bytes=MB)]
+    assert _target(huge, ScoutRequest(tgt_max_output_for_ng=50))[0] == 100  # JEDI's maxNG
+    assert _target(_five_scouts(), ScoutRequest())[0] is None  # no target
+    assert _target(_five_scouts(), ScoutRequest(tgt_max_output_for_ng=5, out_disk_unit="kBFixed"))[0] is None  # no outDiskCount
+    unknown = [dataclasses.replace(job, output_file_bytes=None, largest_output_bytes=None) for job in _five_scouts()]
+    assert _target(unknown, ScoutRequest(tgt_max_output_for_ng=5))[0] is None  # sizes per dataset not read
+
+
+def test_evaluate_writes_the_new_n_gb_per_job_unless_the_short_jobs_fix_drops_it():
+    request = ScoutRequest(tgt_max_output_for_ng=5, n_gb_per_job=3)
+    assert evaluate(_five_scouts(), request, COUNTS, SETTINGS).split_rule_changes == {"n_gb_per_job": 13}
+    short = ScoutThresholds(short_exec_minutes=10, short_job_tenths=5, short_job_min_expected=1, change_split_rule=True)
+    quick = _five_scouts(wall_time=60)
+    counts = ScoutCounts(n_files=1000, n_files_finished=5, n_files_used=5, n_jobs_ok=5)
+    assert evaluate(quick, request, counts, SETTINGS, thresholds=short).split_rule_changes == {"n_gb_per_job": None}

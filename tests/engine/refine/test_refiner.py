@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from jedictl.engine.task import split_rule
 from jedictl.engine.task.options import TaskOptions
-from jedictl.engine.refine.refiner import effective_options, parent_gate, plan_datasets, request_type
+from jedictl.config import RefineSettings
+from jedictl.engine.refine.refiner import base_ram_count, effective_options, parent_gate, plan_datasets, request_type, resource_columns
 from tests.engine.task.test_parsing import panda
 
 
@@ -48,6 +49,24 @@ def test_merge_output_adds_unmerged_twins():
     assert rows["ds.out"].provenance_key == twin.key and rows["ds.log"].provenance_key == log_twin.key
     name_at_end = {r.name: r for r in plan_datasets(panda(mergeOutput=True, umNameAtEnd=True, mergeSpec={"jobParameters": "x"}))}
     assert name_at_end["panda.um.ds.out"].file_template == "ds.out.${SN}.root.panda.um"
+
+
+@pytest.mark.parametrize("params,expected", [
+    ({"processingType": "simul"}, 1000),  # seed 000's table: simul 1000, pile 1500, reco 1000
+    ({"processingType": "pile"}, 1500),
+    ({"processingType": "reco"}, 1000),
+    ({"processingType": "panda-client-jedi-run"}, 0),  # not in the table
+    ({}, 0),  # no processingType
+    ({"processingType": "pile", "baseRamCount": 700}, 700),  # the task's own value wins
+    ({"processingType": "pile", "baseRamCount": 0}, 0),  # an explicit 0 too
+])
+def test_base_ram_count_by_processing_type_when_the_task_gives_none(params, expected):
+    settings = RefineSettings()
+    assert base_ram_count(panda(**params), settings) == expected
+    assert resource_columns(panda(**params), settings)["base_ram_count"] == expected
+    configured = RefineSettings(base_ram_count={"evgen": 250})
+    assert base_ram_count(panda(processingType="evgen"), configured) == 250
+    assert base_ram_count(panda(processingType="pile"), configured) == 0  # the configured table replaces the default one
 
 
 def test_request_type_is_a_payload_identity():
