@@ -134,6 +134,18 @@ def test_a_user_at_his_running_cap_has_his_queued_jobs_throttled_until_he_falls_
                          "0.9 x user_caps.running_user_jobs 3 and .running_user_cores 10000"}]
     assert _statuses(store, ann)["activated"] == 5
     assert cli.json("jobs", "show", str(capped), db=store)["sub_status"] is None
+
+    # A paused task's jobs are the pause's: the cap neither throttles them again nor releases them.
+    cli("jobs", "dispatch", "--site", "DATA_SITE", "--count", "1", "--task", str(ann), db=store, env=at(timedelta(minutes=16)))
+    cli("watch", db=store, env=at(timedelta(minutes=17), **caps))
+    assert _statuses(store, ann)["throttled"] == 4
+    cli("task", "pause", str(ann), db=store, env=at(timedelta(minutes=18)))
+    _fail(cli, store, [taken[1]["job_id"]], at(timedelta(minutes=19)))
+    assert "release_jobs" not in cli.json("watch", db=store, env=at(timedelta(minutes=20), **caps))["counts"]
+    assert _statuses(store, ann)["throttled"] == 4
+    cli("task", "resume", str(ann), db=store, env=at(timedelta(minutes=21)))  # resume activates them all, marks gone
+    assert _statuses(store, ann)["activated"] == 4 and run_sql(store, check_all) == []
+    assert "throttle_jobs" not in cli.json("watch", db=store, env=at(timedelta(minutes=22), **caps))["counts"]
     assert run_sql(store, check_all) == []
 
 
@@ -284,3 +296,22 @@ def test_a_users_tasks_waiting_for_too_much_input_to_move_are_throttled_until_it
     cli("task", "resume", str(staged), db=store, env=at(timedelta(hours=4, minutes=1)))
     assert run_sql(store, lambda conn: conn.execute(select(tasks.c.throttle_reason).where(tasks.c.id == staged)).scalar_one()) is None
     assert run_sql(store, check_all) == []
+
+
+def test_check_finds_a_throttled_job_that_nothing_would_release(cli, store, tmp_path, monkeypatch):
+    """The mark is what lets the watch release a capped job (and keeps `task resume` from being the only
+    way out): a watch that throttled without it would strand the jobs, and `jedictl check` says so."""
+    import jedictl.store.user_caps as cap_store
+
+    _grid(cli, store, tmp_path, dataset("data.ann", 3, "DATA_SITE_DISK"))
+    ann = cli.json("submit", "-", db=store, input=task("ann", "data.ann"), env=at())["task_id"]
+    _ready(cli, store, at())
+    cli("generate", "--seed", "1", db=store, env=at())
+    cli("jobs", "dispatch", "--site", "DATA_SITE", "--count", "1", db=store, env=at())
+    monkeypatch.setattr(cap_store, "USER_CAP", None)  # the throttle without its mark
+    cli("watch", db=store, env=at(timedelta(minutes=5), running_user_jobs="1"))
+    assert _statuses(store, ann) == {"sent": 1, "throttled": 2}
+    report = json.loads(cli("check", "-o", "json", db=store, code=1).stdout)
+    assert {(v["check"], v["object"]) for v in report["violations"]} == {("throttled_jobs_are_released", f"task {ann}")}
+    assert report["violations"][0]["message"].endswith("is throttled but nothing releases it (the task is running, not paused, "
+                                                      "and no user cap holds the job)")
