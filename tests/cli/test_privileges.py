@@ -59,4 +59,10 @@ def test_groups_with_a_share_are_served_by_how_far_below_their_share_they_are(cl
     # Both execute 20 HS06 now: 20 per unit of share for GP_Higgs, 2 for GP_Top: GP_Top's tasks first.
     assert {_first_generated(cli, store, seed, shares) for seed in seeds} <= {top, top2}
     assert dan not in {_first_generated(cli, store, seed, shares) for seed in seeds}
+    shown = cli.json("queue-shares", "show", db=store, env={**at(timedelta(minutes=3)), **shares})["group_shares"]
+    assert [(row["group"], row["configured_pct"], row["running_hs06"], row["actual_pct"], row["state"], row["rank"]) for row in shown] == [
+        ("GP_Higgs", 9.09, 20.0, 50.0, "over", 1), ("GP_Top", 90.91, 20.0, 50.0, "under", 0)]
+    table = cli("queue-shares", "show", db=store, env={**at(timedelta(minutes=3)), **shares}).stdout
+    assert "group shares (from `privileges`" in table
+    assert cli.json("queue-shares", "show", db=store)["group_shares"] == []  # no group has a share
     assert run_sql(store, check_all) == []
