@@ -276,7 +276,9 @@ def test_a_users_tasks_waiting_for_too_much_input_to_move_are_throttled_until_it
     shown = {task_id: cli.json("task", "show", str(task_id), db=store) for task_id in (moved, staged, bob)}
     assert shown[moved]["status"] == "throttled" and shown[staged]["status"] == "throttled" and shown[bob]["status"] == "running"
     explained = cli.json("explain", "task", str(staged), db=store, env=at(timedelta(minutes=6), **limits))
-    assert "throttled until its user's input waiting for prestaging is back within the limit" in explained["summary"]
+    assert ("throttled until the input its user waits for (prestaging) is back within the limit: user ann: 2 MB of input waits for "
+            "prestaging > user_caps.prestage_limit_gb 0.001 GB") in explained["summary"]
+    assert explained["reason"] == "user ann: 2 MB of input waits for prestaging > user_caps.prestage_limit_gb 0.001 GB"
     # The failure throttle's release (by time) leaves them alone; a watch later they are still throttled.
     later = cli.json("watch", db=store, env=at(timedelta(hours=3), **limits))
     assert not [item for item in later["items"] if item.get("task_id") in (moved, staged) and item["outcome"].startswith("release")]

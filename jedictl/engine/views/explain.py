@@ -126,7 +126,7 @@ def _user_caps(conn: Any, task: Any, settings: Settings, summary: list[str]) -> 
     if blocked and task.status in (TaskStatus.READY.value, TaskStatus.SCOUTING.value, TaskStatus.RUNNING.value):
         summary.append(f"no new jobs: {blocked}")
     if task.status == TaskStatus.THROTTLED.value and task.throttle_reason:
-        summary.append(f"throttled until its user's input waiting for {task.throttle_reason} is back within the limit: {task.error_dialog}")
+        summary.append(f"throttled until the input its user waits for ({task.throttle_reason}) is back within the limit: {task.error_dialog}")
     return {"account": str(account), "privilege": privilege, "running_jobs": load.running_jobs, "running_cores": load.running_cores,
             "queued_jobs": load.queued_jobs, "queued_cores": load.queued_cores, "caps": {caps.jobs_key: caps.jobs, caps.cores_key: caps.cores},
             "capped_jobs": capped, "generation": blocked or "open"}

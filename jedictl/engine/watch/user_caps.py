@@ -67,7 +67,7 @@ def transfer_throttles(store_: Any, settings: Settings, now: datetime, catalog_f
         if decision.action == "throttle_transfers":
             actions.append(WatchAction(decision.action, decision.task_id, decision.reason, TaskStatus.THROTTLED,
                                        {"old_status": statuses[decision.task_id], "throttle_reason": decision.kind, "wait_until": None,
-                                        "error_dialog": f"throttled: {decision.reason}"}))
+                                        "error_dialog": decision.reason}))
         else:
             actions.append(WatchAction(decision.action, decision.task_id, decision.reason,
                                        old_statuses[decision.task_id] or TaskStatus.READY,
