@@ -4,7 +4,7 @@ Every agent parameter lives here with JEDI's default and the place in the refere
 from, so policy code receives numbers instead of hiding constants. `load_settings` also records where
 each effective value came from, which is what `jedictl config show` prints.
 
-Environment: `JEDICTL_DB`, `JEDICTL_CONFIG`, `JEDICTL_OUTPUT`, `JEDICTL_VERBOSE`, `JEDICTL_NOW`, and any
+Environment: `JEDICTL_DB`, `JEDICTL_CONFIG`, `JEDICTL_OUTPUT`, `JEDICTL_VERBOSE`, `JEDICTL_NOW`, `JEDICTL_PRIVILEGES`, and any
 setting as `JEDICTL_<SECTION>__<KEY>` (e.g. `JEDICTL_WATCHDOG__WAIT_FOR_PICKED_MINUTES=10`).
 """
 
@@ -68,9 +68,8 @@ class RefineSettings:
     base_ram_count: dict = _s({"simul": 1000, "pile": 1500, "reco": 1000},
                               "baseRamCount (MB) by processingType, for a task that gives none (other types: 0)",
                               "seed 000 Memory probe and brokerage: processingType baseramcount")
-    analysis_priority: int = _s(1000, "priority of analysis (label user/panda) tasks: their default and, unless privileged, their cap", "insertTaskParamsPanda", **_PRIORITY)
-    super_users: list = _s([], "users whose analysis tasks may set any priority (PanDA's 's' privilege)", "seed 000 Special permission")
-    super_groups: list = _s([], "working groups whose analysis tasks may set any priority (PanDA's 'g' privilege)", "seed 000 Special permission")
+    analysis_priority: int = _s(1000, "priority of analysis (label user/panda) tasks: their default and, unless privileged (`privileges`), their cap",
+                                "insertTaskParamsPanda", **_PRIORITY)
 
 
 @dataclass(frozen=True)
@@ -241,6 +240,33 @@ class JobTimeoutSettings:
     transferring_days: float = _s(2.0, "transferring jobs", "schedconfig.transtimelo", above=0)
     waiting_minutes: float = _s(30.0, "waiting jobs", "seed 000", above=0)
     pending_hours: float = _s(1.0, "pending jobs", "seed 000", above=0)
+    throttled_days: float = _s(7.0, "jobs throttled by a user cap (user_caps) that were never released", "seed 000 'Throttled jobs and tasks'",
+                               above=0)
+
+
+@dataclass(frozen=True)
+class UserCapSettings:
+    """Per-user caps of analysis (seed 000 "Throttled jobs and tasks"; docs/analysis.md). A working
+    group's analysis tasks count against the group (its caps), the others against their user."""
+
+    running_user_jobs: int = _s(10_000, "running analysis jobs of a user at which his activated jobs are throttled",
+                                "CAP_RUNNING_USER_JOBS (prio_mgr, 10000)", low=1)
+    running_user_cores: int = _s(10_000, "running analysis cores of a user at which his activated jobs are throttled",
+                                 "CAP_RUNNING_USER_CORES (prio_mgr, 10000)", low=1)
+    running_group_jobs: int = _s(10_000, "running jobs of a working group's analysis tasks at which its activated jobs are throttled",
+                                 "CAP_RUNNING_GROUP_JOBS (prio_mgr, 10000)", low=1)
+    running_group_cores: int = _s(10_000, "running cores of a working group's analysis tasks at which its activated jobs are throttled",
+                                  "CAP_RUNNING_GROUP_CORES (prio_mgr, 10000)", low=1)
+    release_fraction: float = _s(0.9, "throttled jobs are activated again once running jobs and cores are both below this fraction of the caps",
+                                 "AtlasAnalWatchDog: unthrottle below 0.9 x cap", above=0, high=1)
+    queued_factor: float = _s(2.0, "no new jobs for a user or group whose queued jobs (or cores) exceed this times the running cap",
+                              "AtlasAnalJobBroker: maxFactor 2", above=0)
+    max_active_tasks: dict = _s({}, "active tasks one user may have, per label (e.g. {user: 500}); a submission beyond is refused",
+                                "MAX_ACTIVE_TASKS_PER_USER_<label> (insertTaskParamsPanda)")
+    prestage_limit_gb: float = _s(1024.0, "input of a user's assigned jobs still to be staged from tape above which his tasks are throttled",
+                                  "PRESTAGE_LIMIT, seed 000; USER_PRESTAGE_LIMIT (anal_watchdog, 1024 GB)", above=0)
+    transfer_limit_gb: float = _s(1024.0, "input of a user's assigned jobs still to be transferred from disk above which his tasks are throttled",
+                                  "USER_TRANSFER_LIMIT (anal_watchdog, 1024 GB)", above=0)
 
 
 @dataclass(frozen=True)
@@ -359,6 +385,9 @@ class Settings:
     watchdog: WatchdogSettings = field(default_factory=WatchdogSettings)
     harvest: HarvestSettings = field(default_factory=HarvestSettings)
     notify: NotifySettings = field(default_factory=NotifySettings)
+    user_caps: UserCapSettings = field(default_factory=UserCapSettings)
+    privileges: list = _s([], "users and working groups with special permission (seed 000): {user: NAME, permissions: s|g} or "
+                              "{group: NAME, permissions: s, share: N}; docs/analysis.md", "seed 000 'Special permission' (GRIDPREF)")
     work_queues: list = _s(_DEFAULT_WORK_QUEUES, "work queue definitions (until queue-shares import)")
     global_shares: list = _s(_DEFAULT_GLOBAL_SHARES, "global share tree (until queue-shares import)")
     resource_types: list = _s(_DEFAULT_RESOURCE_TYPES, "resource types by cores and RAM per core")
@@ -493,7 +522,7 @@ def describe(loaded: LoadedSettings) -> list[dict[str, Any]]:
 
 
 _TOP_LEVEL_ENV = {ENV_DB: "db", ENV_OUTPUT: "output", ENV_VERBOSE: "verbose", ENV_NOW: "now",
-                  "JEDICTL_LOG_FORMAT": "log_format", "JEDICTL_METRICS_FILE": "metrics_file"}
+                  "JEDICTL_LOG_FORMAT": "log_format", "JEDICTL_METRICS_FILE": "metrics_file", "JEDICTL_PRIVILEGES": "privileges"}
 #: Taken as written, never parsed as YAML (a path or URL is text, whatever it looks like).
 _TEXT_ENV_KEYS = ("db", "now", "log_format", "metrics_file")
 
@@ -534,8 +563,13 @@ def _read_yaml_mapping(path: Path) -> dict[str, Any]:
 
 
 # Keys whose values are whole lists/mappings: never flattened into sub-keys.
-_OPAQUE = {"work_queues", "global_shares", "resource_types", "retry.ram_ladder_mb", "throttle.limits", "simulate.failure_mix",
-           "refine.base_ram_count"}
+_OPAQUE = {"work_queues", "global_shares", "resource_types", "retry.ram_ladder_mb", "throttle.limits", "simulate.failure_mix", "privileges", "refine.base_ram_count",
+           "user_caps.max_active_tasks"}
+#: Settings that were replaced: naming one is refused with the new form.
+_REPLACED = {
+    "refine.super_users": "privileges (a list: - {user: NAME, permissions: s})",
+    "refine.super_groups": "privileges (a list: - {group: NAME, permissions: s})",
+}
 
 
 def _flatten(document: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
@@ -582,6 +616,8 @@ def _build(cls: type, values: Mapping[str, Any], prefix: str) -> Any:
     hints = get_type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}
     for key in values:
+        if f"{prefix}{key}" in _REPLACED:
+            raise BadInput(f"was replaced by {_REPLACED[f'{prefix}{key}']}", f"{prefix}{key}")
         if key not in names:
             guess = closest(str(key), names)
             raise BadInput("unknown setting" + (f"; did you mean {prefix}{guess}?" if guess else ""), f"{prefix}{key}")
@@ -645,6 +681,65 @@ def _check_together(settings: Settings) -> None:
     for key, limit in settings.throttle.limits.items():
         if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not 0 <= limit <= _INT64 or math.isnan(limit):
             raise BadInput("must be a number of jobs, at least 0", f"throttle.limits.{key}")
+    for key, cap in settings.user_caps.max_active_tasks.items():
+        if isinstance(cap, bool) or not isinstance(cap, int) or not 1 <= cap <= _INT32:
+            raise BadInput("must be a whole number of tasks, at least 1", f"user_caps.max_active_tasks.{key}")
+    check_privileges(settings.privileges)
+
+
+#: Special permission letters (seed 000; PanDA's GRIDPREF): what each means, and which ones jedictl has
+#: a use for -- it serves no key-pairs, proxies or tokens, so k, p, t and a have nothing to act on.
+PERMISSIONS = {"s": "super user: analysis tasks (his own and his groups') jump the queue and set any priority",
+               "g": "super group: his working groups' analysis tasks jump the queue and set any priority"}
+_UNUSED_PERMISSIONS = {"k": "download key-pairs", "p": "retrieve proxies", "t": "retrieve tokens", "a": "asynchronous requests"}
+#: A working group's permissions: `s` makes every analysis task of the group privileged (PanDA looks a
+#: group up in the users table as it does a user, and only its super-user letter counts).
+GROUP_PERMISSIONS = {"s": "privileged group: every analysis task of the group jumps the queue and sets any priority"}
+
+
+def check_privileges(entries: Any, path: str = "privileges") -> None:
+    """The `privileges` list: one mapping per user or working group, each named once, with permission
+    letters (s, g for users; s for groups) and, for a group, a share of group production."""
+    if not isinstance(entries, list):
+        raise BadInput("must be a list of {user: NAME, permissions: LETTERS} or {group: NAME, permissions: s, share: N}", path)
+    seen: set[tuple[str, str]] = set()
+    for index, entry in enumerate(entries):
+        where = f"{path}[{index}]"
+        if not isinstance(entry, Mapping):
+            raise BadInput("must be a mapping like {user: NAME, permissions: s}", where)
+        unknown = sorted(set(entry) - {"user", "group", "permissions", "share"})
+        if unknown:
+            raise BadInput(f"unknown key {unknown[0]!r} (known: user, group, permissions, share)", f"{where}.{unknown[0]}")
+        kinds = [kind for kind in ("user", "group") if kind in entry]
+        if len(kinds) != 1:
+            raise BadInput("names either a user or a group", where)
+        kind = kinds[0]
+        name = entry[kind]
+        if not isinstance(name, str) or not name.strip() or len(name) > 128:
+            raise BadInput("must be a name of 1 to 128 characters", f"{where}.{kind}")
+        if (kind, name) in seen:
+            raise BadInput(f"{kind} {name} is listed twice", f"{where}.{kind}")
+        seen.add((kind, name))
+        letters = entry.get("permissions", "")
+        if not isinstance(letters, str):
+            raise BadInput("must be a string of permission letters (e.g. s)", f"{where}.permissions")
+        known = PERMISSIONS if kind == "user" else GROUP_PERMISSIONS
+        for letter in letters:
+            if letter in known:
+                continue
+            if letter in _UNUSED_PERMISSIONS:
+                raise BadInput(f"{letter!r} ({_UNUSED_PERMISSIONS[letter]}) is a PanDA server permission jedictl has nothing to act on; "
+                               f"a {kind} takes {', '.join(known)}", f"{where}.permissions")
+            hint = "; a group is privileged with s" if kind == "group" and letter == "g" else ""
+            raise BadInput(f"unknown permission {letter!r} (a {kind} takes {', '.join(known)}){hint}", f"{where}.permissions")
+        share = entry.get("share")
+        if share is not None:
+            if kind != "group":
+                raise BadInput("a share is given to a working group, not a user", f"{where}.share")
+            if isinstance(share, bool) or not isinstance(share, (int, float)) or not math.isfinite(share) or share <= 0:
+                raise BadInput("must be a number greater than 0", f"{where}.share")
+        if not letters and share is None:
+            raise BadInput("gives neither permissions nor a share", where)
 
 
 def _coerce(kind: Any, value: Any, path: str) -> Any:

@@ -31,14 +31,24 @@ def task(
     with app_ctx.store().read() as conn:
         report = explain_task(conn, task_id, app_ctx.settings, app_ctx.clock.now(), StoreDataCatalog(conn), seed)
     if app_ctx.output == "table":  # what does not apply to the task is left out of the table
-        report = {key: value for key, value in {**report, "throttle": _flat(report.get("throttle"))}.items()
-                  if value is not None or key not in ("nucleus_brokerage", "throttle", "brokerage")}
+        flat = {"throttle": _flat(report.get("throttle")), "user_caps": _flat_caps(report.get("user_caps"))}
+        report = {key: value for key, value in {**report, **flat}.items()
+                  if value is not None or key not in ("nucleus_brokerage", "throttle", "user_caps", "brokerage")}
         rows = report.get("brokerage") or []
         # The data-locality column is for analysis tasks, the network column for sites with a network term.
         empty = {column for column in ("data", "network") if rows and all(row[column] is None for row in rows)}
         if empty:
             report["brokerage"] = [{key: value for key, value in row.items() if key not in empty} for row in rows]
     app_ctx.emit(report, wide=wide)
+
+
+def _flat_caps(caps: dict | None) -> str | None:
+    if not caps:
+        return None
+    limits = ", ".join(f"{key} {value}" for key, value in caps["caps"].items())
+    text = (f"{caps['account']}: running {caps['running_jobs']} jobs / {caps['running_cores']} cores, queued {caps['queued_jobs']} jobs / "
+            f"{caps['queued_cores']} cores ({limits}); {caps['capped_jobs']} of its jobs throttled by the cap; generation {caps['generation']}")
+    return text + (f"; {caps['privilege']}" if caps.get("privilege") else "")
 
 
 def _flat(decision: dict | None) -> str | None:

@@ -18,6 +18,7 @@ SHARE_COLUMNS = ["share", "configured_pct", "effective_pct", "actual_pct", "stat
                  "running_cores", "queued_cores", "running_hs06"]
 QUEUE_COLUMNS = ["queue", "vo", "queue_type", "kind", "stretchable", "configured_pct", "effective_pct", "actual_pct", "state", "rank",
                  "running_jobs", "queued_jobs", "running_cores", "queued_cores"]
+GROUP_COLUMNS = ["group", "share", "configured_pct", "actual_pct", "state", "rank", "running_hs06"]
 TSV_COLUMNS = ["section", "path", "vo", "queue_type", "kind", "stretchable", "configured_pct", "effective_pct", "actual_pct", "state",
                "rank", "running_jobs", "queued_jobs", "running_cores", "queued_cores", "running_hs06"]
 
@@ -54,24 +55,33 @@ def show(
 
 def _show(ctx: typer.Context, tolerance: float) -> None:
     app_ctx = context(ctx)
-    from jedictl.engine.shares.usage import load_usage, status_report
+    from jedictl.engine.shares.usage import group_share_status, load_usage, status_report
     from jedictl.engine.shares.definitions import current_definitions
+    from jedictl.engine.task.privileges import Privileges
+    from jedictl.store.queue_shares import executing_by_group
 
+    shares_of_groups = Privileges.from_settings(app_ctx.settings.privileges).group_shares
     with app_ctx.store().read() as conn:
-        report = status_report(current_definitions(conn, app_ctx.settings), load_usage(conn), tolerance / 100.0)
+        groups = group_share_status(shares_of_groups, executing_by_group(conn, sorted(shares_of_groups)), tolerance / 100.0)
+        report = status_report(current_definitions(conn, app_ctx.settings), load_usage(conn), tolerance / 100.0, groups)
     if app_ctx.output in ("json", "yaml"):
         app_ctx.emit(report)
         return
     shares = [{"section": "global_shares", "share": row["path"], **row} for row in report["global_shares"]]
     queues = [{"section": "work_queues", "queue": row["path"], **row} for row in report["work_queues"]]
+    groups = [{"section": "group_shares", "path": row["group"], **row} for row in report["group_shares"]]
     if app_ctx.output == "tsv":
-        app_ctx.emit(shares + queues, columns=TSV_COLUMNS)
+        app_ctx.emit(shares + queues + groups, columns=TSV_COLUMNS)
         return
     app_ctx.emit(shares, columns=SHARE_COLUMNS, title=f"global shares (from the {report['global_shares_from']}; "
                                                       f"actual = share of executing HS06; rank = dispatch order)")
     typer.echo()
     app_ctx.emit(queues, columns=QUEUE_COLUMNS, title=f"work queues (from the {report['work_queues_from']}; "
                                                       f"percent of their vo x type pool; rank = generation order)")
+    if groups:
+        typer.echo()
+        app_ctx.emit(groups, columns=GROUP_COLUMNS, title="group shares (from `privileges`; percent of what the groups with a share "
+                                                          "execute; rank = generation order within their share)")
 
 
 @app.command("import")

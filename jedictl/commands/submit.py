@@ -39,19 +39,21 @@ def submit(
     app = context(ctx)
     from jedictl.engine.input.documents import load_document
     from jedictl.engine.commando.submit import submit as submit_task
+    from jedictl.engine.task.privileges import Privileges
     from jedictl.engine.task.submission import PriorityPolicy, parse_definition
 
     text, name = read_source(source)
     document = load_document(text, name)
     refine = app.settings.refine
-    policy = PriorityPolicy(refine.analysis_priority, tuple(refine.super_users), tuple(refine.super_groups))
+    policy = PriorityPolicy(refine.analysis_priority, Privileges.from_settings(app.settings.privileges),
+                            app.settings.generate.express_priority)
     definition = parse_definition(
         document, user=user, default_user=_login_name(), priority=priority, parent_id=parent,
         analysis_priority=refine.analysis_priority, policy=policy, allow_task_duplication=allow_task_duplication,
     )
     if definition.priority_capped_from is not None:
         app.note(f"priority {definition.priority_capped_from} lowered to {definition.task_priority}: analysis tasks of "
-                 f"{definition.user_name} are capped (refine.super_users / refine.super_groups lift the cap)")
+                 f"{definition.user_name} are capped (`privileges` lifts the cap: s for a user, g or s for a group)")
     if definition.format == "panda":
         from jedictl.engine.task.panda_params import misspelt_keys
 

@@ -130,6 +130,11 @@ JOB_FINAL = frozenset({JobStatus.FINISHED, JobStatus.FAILED, JobStatus.CANCELLED
 #: jobs made for the site and not executing yet hold a pending slot, jobs handed to a pilot a running one.
 SLOT_PENDING = ("defined", "assigned", "activated", "throttled")
 SLOT_RUNNING = ("sent", "starting", "running")
+#: sub_status of a job throttled by its user's running-jobs cap (PanDA's relocation flag 3): the watch
+#: pass releases it, not `task resume` alone (engine.shares.user_caps).
+USER_CAP = "user_cap"
+#: tasks.throttle_reason of a task throttled for its user's backlog of input to stage from tape or transfer.
+THROTTLED_FOR_PRESTAGING, THROTTLED_FOR_TRANSFER = "prestaging", "transfer"
 
 
 class CommandStatus(StrEnum):

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 from sqlalchemy import Connection, and_, case, exists, func, literal, or_, select
 
-from jedictl.model import JOB_FINAL, TASK_FINAL, FileStatus, JobStatus, TaskStatus
+from jedictl.model import JOB_FINAL, TASK_FINAL, USER_CAP, FileStatus, JobStatus, TaskStatus
 from jedictl.store.files import record_events
 from jedictl.store.schema import (
     catalog_container_members, catalog_datasets, catalog_files, datasets, files, job_files, job_retry_history, jobs, task_outputs,
@@ -345,9 +345,21 @@ def site_datasets_in_their_container(conn: Connection) -> list[str]:
     return problems
 
 
+def throttled_jobs_are_released(conn: Connection) -> list[str]:
+    """A `throttled` job waits for someone to activate it: `task resume` for the jobs of a paused task,
+    `jedictl watch` for those a user cap holds (sub_status user_cap). One of a task that is not paused
+    and not held by a cap would wait for nobody -- and no timeout closes it (docs/analysis.md)."""
+    rows = conn.execute(
+        select(jobs.c.id, jobs.c.task_id, tasks.c.status, jobs.c.sub_status).join(tasks, tasks.c.id == jobs.c.task_id)
+        .where(jobs.c.status == JobStatus.THROTTLED.value, tasks.c.status != TaskStatus.PAUSED.value,
+               func.coalesce(jobs.c.sub_status, "") != USER_CAP).order_by(jobs.c.id))
+    return [f"task {r.task_id} job {r.id} is throttled but nothing releases it (the task is {r.status}, not paused, and no user cap holds "
+            f"the job)" for r in rows]
+
+
 CHECKS = (dataset_counters, leases_of_final_tasks, files_in_one_live_job, retry_history, records_of_live_jobs, work_done_once,
           live_jobs_of_ended_tasks, outputs_registered_once, inputs_of_ended_tasks, assigned_jobs_await_input, outputs_of_one_task,
-          site_datasets_in_their_container)
+          site_datasets_in_their_container, throttled_jobs_are_released)
 
 
 def check_all(conn: Connection, *, dead_owners: Sequence[str] = (), no_live_passes: bool = False) -> list[str]:

@@ -256,7 +256,7 @@ def input_events(conn: Connection, job_ids: Sequence[int]) -> dict[int, int]:
 
 
 EXPIRY_COLUMNS = (jobs.c.id, jobs.c.status, jobs.c.current_priority, jobs.c.site, jobs.c.created_at, jobs.c.modified_at,
-                  jobs.c.state_changed_at, jobs.c.started_at, jobs.c.heartbeat_at, jobs.c.prod_source_label)
+                  jobs.c.state_changed_at, jobs.c.started_at, jobs.c.heartbeat_at, jobs.c.prod_source_label, jobs.c.sub_status)
 
 
 def expiry_candidates(conn: Connection, state_cutoffs: dict[str, datetime], *, heartbeat_cutoff: datetime, started_cutoff: datetime,

@@ -141,6 +141,19 @@ def job_usage(conn: Connection) -> list[dict[str, Any]]:
     return list(usage.values())
 
 
+def executing_by_group(conn: Connection, groups: Sequence[str]) -> dict[str, float]:
+    """The HS06 the jobs of each of these working groups execute now (cores x the site's core power)."""
+    power = func.coalesce(func.nullif(sites.c.core_power, 0), DEFAULT_CORE_POWER)
+    cores = func.coalesce(func.nullif(jobs.c.core_count, 0), 1)
+    found: dict[str, float] = {}
+    for part in slices(sorted(set(groups))):
+        for group, hs06 in conn.execute(
+                select(jobs.c.working_group, func.sum(cores * power)).select_from(jobs.outerjoin(sites, sites.c.name == jobs.c.site))
+                .where(jobs.c.status.in_(EXECUTING), jobs.c.working_group.in_(list(part))).group_by(jobs.c.working_group)):
+            found[group] = float(hs06 or 0.0)
+    return found
+
+
 def active_tasks(conn: Connection, statuses: Sequence[str]) -> list[dict[str, Any]]:
     """(gshare, work_queue, prod_source_label) of tasks in `statuses`, with how many there are."""
     rows = conn.execute(

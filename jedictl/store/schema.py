@@ -121,6 +121,10 @@ tasks = Table(
     Column("options", JSON, nullable=False),
     Column("attempt_nr", Integer, nullable=False, default=0),
     Column("num_throttled", Integer),
+    # What holds a `throttled` task (migration 0011): NULL -- its input keeps failing (the watchdog's
+    # backoff, released at wait_until) -- or its user's backlog of input to move, `prestaging` or
+    # `transfer` (engine.shares.user_caps, released when the backlog falls under the limit).
+    Column("throttle_reason", String(16)),
     *_lease(),
     Column("created_at", TIME, nullable=False),
     Column("modified_at", TIME, nullable=False),

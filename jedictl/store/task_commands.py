@@ -89,9 +89,11 @@ def count_live_jobs(conn: Connection, task_id: int) -> int:
 
 
 def flip_jobs(conn: Connection, task_id: int, old: str, new: str, now: datetime) -> int:
-    """Every job of the task in `old` moves to `new` (pause: activated -> throttled; resume: back)."""
+    """Every job of the task in `old` moves to `new` (pause: activated -> throttled; resume: back). The
+    sub_status goes: a resumed job held by a user cap as well is activated, and the next watch pass
+    throttles it again if its user is still at the cap."""
     return conn.execute(update(jobs).where(jobs.c.task_id == task_id, jobs.c.status == str(old)).values(
-        status=str(new), modified_at=now, state_changed_at=now)).rowcount
+        status=str(new), sub_status=None, modified_at=now, state_changed_at=now)).rowcount
 
 
 # ---------------------------------------------------------------------------------- files, datasets

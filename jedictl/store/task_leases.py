@@ -66,7 +66,7 @@ def _generating(now: datetime, statuses: Collection[str]) -> ColumnElement[bool]
 def generation_candidates(conn: Connection, now: datetime, statuses: Collection[str], input_types: Collection[str]) -> list[Row]:
     """Free tasks in `statuses`, not waiting, with released input left to make jobs from (a master of
     `input_types`) or merge work released: (id, user_name, current_priority, status, gshare,
-    resource_type, prod_source_label, merge_left)."""
+    resource_type, prod_source_label, merge_left, working_group)."""
     work_left = exists(select(datasets.c.id).where(
         datasets.c.task_id == tasks.c.id, datasets.c.master_id.is_(None), datasets.c.type.in_(input_types),
         datasets.c.n_files_to_be_used > datasets.c.n_files_used))
@@ -75,7 +75,7 @@ def generation_candidates(conn: Connection, now: datetime, statuses: Collection[
         datasets.c.task_id == tasks.c.id, datasets.c.master_id.is_(None), datasets.c.type == "trn_log",
         datasets.c.n_files_to_be_used > datasets.c.n_files_used)).label("merge_left")
     return list(conn.execute(select(tasks.c.id, tasks.c.user_name, tasks.c.current_priority, tasks.c.status, tasks.c.gshare,
-                                    tasks.c.resource_type, tasks.c.prod_source_label, merge_left)
+                                    tasks.c.resource_type, tasks.c.prod_source_label, merge_left, tasks.c.working_group)
                              .where(_generating(now, statuses), or_(work_left, merge_left), leases.is_free(tasks, now))))
 
 

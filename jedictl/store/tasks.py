@@ -107,6 +107,18 @@ def update_leased(conn: Connection, task_id: int, owner: str, expected: Iterable
     return result.rowcount == 1
 
 
+def active_tasks_of(conn: Connection, user_name: str, prod_source_label: str, statuses: Iterable[str]) -> int:
+    """How many tasks of `user_name` with this label are in `statuses`, after serialising the submissions
+    of the user until the caller commits (a transaction-level advisory lock per user on PostgreSQL;
+    SQLite's BEGIN IMMEDIATE already makes writers take turns): two submissions at once cannot both
+    count the same number and both pass a cap."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(select(func.pg_advisory_xact_lock(func.hashtextextended("active-tasks\n" + user_name, 0))))
+    return int(conn.execute(select(func.count()).select_from(tasks).where(
+        tasks.c.user_name == user_name, tasks.c.prod_source_label == prod_source_label,
+        tasks.c.status.in_([str(s) for s in statuses]))).scalar_one())
+
+
 def get_task(conn: Connection, task_id: int) -> Row:
     row = conn.execute(select(tasks).where(tasks.c.id == task_id)).first()
     if row is None:

@@ -205,3 +205,40 @@ def test_every_setting_is_read_somewhere():
 
     unread = [key for key in keys(Settings) if not re.search(rf"\.{key}\b", sources)]
     assert unread == []
+
+
+def test_privileges_are_a_list_shown_by_config_show(cli, tmp_path):
+    config = tmp_path / "c.yaml"
+    privileges = [{"user": "alice", "permissions": "s"}, {"user": "carol", "permissions": "g"},
+                  {"group": "phys-higgs", "permissions": "s"}, {"group": "GP_Top", "share": 10}]
+    config.write_text(yaml.safe_dump({"privileges": privileges, "user_caps": {"running_user_jobs": 500, "max_active_tasks": {"user": 50}}}))
+    values = _values(cli, env={"JEDICTL_CONFIG": str(config)})
+    assert values["privileges"] == (privileges, f"file {config}")
+    assert values["user_caps.running_user_jobs"] == (500, f"file {config}")
+    assert values["user_caps.max_active_tasks"] == ({"user": 50}, f"file {config}")
+    assert values["user_caps.prestage_limit_gb"] == (1024.0, "default") and values["job_timeouts.throttled_days"] == (7.0, "default")
+    assert "refine.super_users" not in values and "refine.super_groups" not in values
+    table = cli("config", "show", env={"JEDICTL_CONFIG": str(config)}).stdout
+    assert "privileges" in table and "alice" in table
+
+
+def test_bad_privileges_are_refused_naming_the_entry(cli, tmp_path):
+    cases = {
+        "[{user: alice, permissions: k}]": "privileges[0].permissions: 'k' (download key-pairs) is a PanDA server permission jedictl has "
+                                           "nothing to act on; a user takes s, g",
+        "[{user: alice, permissions: x}]": "privileges[0].permissions: unknown permission 'x' (a user takes s, g)",
+        "[{group: phys, permissions: g}]": "privileges[0].permissions: unknown permission 'g' (a group takes s); a group is privileged with s",
+        "[{user: alice, group: phys, permissions: s}]": "privileges[0]: names either a user or a group",
+        "[{user: alice, permissions: s}, {user: alice, permissions: g}]": "privileges[1].user: user alice is listed twice",
+        "[{user: alice, share: 3}]": "privileges[0].share: a share is given to a working group, not a user",
+        "[{group: GP_Top, share: 0}]": "privileges[0].share: must be a number greater than 0",
+        "[{group: GP_Top}]": "privileges[0]: gives neither permissions nor a share",
+        "[{user: alice, permission: s}]": "privileges[0].permission: unknown key 'permission' (known: user, group, permissions, share)",
+        "{alice: s}": "privileges: must be a list",
+    }
+    for value, message in cases.items():
+        result = cli("config", "show", env={"JEDICTL_PRIVILEGES": value}, code=2)
+        assert result.stderr.strip() == f"jedictl: error: {message} (from JEDICTL_PRIVILEGES)", value
+    result = cli("config", "show", env={"JEDICTL_USER_CAPS__MAX_ACTIVE_TASKS": "{user: 0}"}, code=2)
+    assert result.stderr.strip() == ("jedictl: error: user_caps.max_active_tasks.user: must be a whole number of tasks, at least 1 "
+                                     "(from JEDICTL_USER_CAPS__MAX_ACTIVE_TASKS)")

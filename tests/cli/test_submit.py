@@ -225,7 +225,7 @@ def _priorities(cli, store, task_id):
 def test_a_plain_users_analysis_priority_is_capped_below_the_express_lane(cli, store):
     # PanDA gives non-production submissions taskPriority 1000; 5000 would jump the express lane (>= 1500).
     result = cli("submit", "-", "--user", "bob", db=store, input=_analysis(5000))
-    assert "priority 5000 lowered to 1000" in result.stderr
+    assert "priority 5000 lowered to 1000" in result.stderr and "(`privileges` lifts the cap" in result.stderr
     task_id = json.loads(cli("submit", "-", "--user", "bob", "-o", "json", "-q", db=store,
                              input=_analysis(4000, taskName="user.bob.second")).stdout)["task_id"]
     assert _priorities(cli, store, 1) == (1000, 1000)
@@ -237,16 +237,41 @@ def test_a_plain_users_analysis_priority_is_capped_below_the_express_lane(cli, s
     assert _priorities(cli, store, lower) == (500, 500)  # lowering one's own task stays allowed
 
 
-def test_super_users_and_super_groups_are_not_capped(cli, store):
-    env = {"JEDICTL_REFINE__SUPER_USERS": "[alice]", "JEDICTL_REFINE__SUPER_GROUPS": "[phys-higgs]"}
-    alice = cli.json("submit", "-", "--user", "alice", db=store, input=_analysis(5000), env=env)["task_id"]
-    group = cli.json("submit", "-", "--user", "bob", db=store, env=env,
-                     input=_analysis(2000, taskName="user.bob.group", workingGroup="phys-higgs"))["task_id"]
-    plain = cli.json("submit", "-", "--user", "bob", db=store, env=env, input=_analysis(2000, taskName="user.bob.plain"))["task_id"]
+PRIVILEGES = ("[{user: alice, permissions: s}, {user: carol, permissions: g}, {group: phys-higgs, permissions: s}]")
+
+
+def test_privileged_users_and_groups_are_not_capped_and_jump_the_queue(cli, store):
+    """seed 000 "Special permission": s = super user (all his analysis tasks), g = super group (his
+    group analysis tasks), and a working group with s (every analysis task of the group). Their tasks
+    keep the priority asked for and start at least at the express priority (1500, PanDA's
+    priorityTasksToJumpOver); the others are capped at 1000."""
+    env = {"JEDICTL_PRIVILEGES": PRIVILEGES}
+
+    def submitted(user: str, priority: int, name: str, **changes) -> int:
+        return cli.json("submit", "-", "--user", user, db=store, env=env, input=_analysis(priority, taskName=name, **changes))["task_id"]
+
+    alice = submitted("alice", 5000, "user.alice.own")
+    alice_low = submitted("alice", 800, "user.alice.low")
+    group = submitted("bob", 2000, "user.bob.group", workingGroup="phys-higgs")
+    plain = submitted("bob", 2000, "user.bob.plain")
+    carol_own = submitted("carol", 2000, "user.carol.own")
+    carol_group = submitted("carol", 2000, "user.carol.group", workingGroup="phys-top")
     cli("refine", db=store, env=env)
     assert _priorities(cli, store, alice) == (5000, 5000)
+    assert _priorities(cli, store, alice_low) == (800, 1500)  # jumps the queue whatever it asked
     assert _priorities(cli, store, group) == (2000, 2000)
     assert _priorities(cli, store, plain) == (1000, 1000)
+    assert _priorities(cli, store, carol_own) == (1000, 1000)  # g: only her group analysis tasks
+    assert _priorities(cli, store, carol_group) == (2000, 2000)
+    dry = cli.json("submit", "-", "--user", "alice", "--dry-run", db=store, env=env, input=_analysis(900, taskName="user.alice.dry"))
+    assert (dry["task_priority"], dry["current_priority"]) == (900, 1500)
+
+
+def test_the_replaced_settings_are_refused_naming_privileges(cli, store):
+    for key, kind in (("SUPER_USERS", "user"), ("SUPER_GROUPS", "group")):
+        result = cli("submit", "-", "--user", "alice", db=store, env={f"JEDICTL_REFINE__{key}": "[alice]"}, input=_analysis(5000), code=2)
+        assert result.stderr.strip() == (f"jedictl: error: refine.{key.lower()}: was replaced by privileges (a list: - "
+                                         f"{{{kind}: NAME, permissions: s}}) (from JEDICTL_REFINE__{key})")
 
 
 def test_production_priorities_are_not_capped(cli, store):

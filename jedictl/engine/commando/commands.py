@@ -47,7 +47,7 @@ COMMANDS = ("kill", "finish", "retry", "incexec", "pause", "resume", "avalanche"
 #: Who a command is recorded as when jedictl itself gives it (children of a killed or retried task).
 SYSTEM = "jedictl"
 _NO_LEASE = {"lease_owner": None, "lease_expires_at": None}
-_NO_WAIT = {"frozen_at": None, "wait_until": None}
+_NO_WAIT = {"frozen_at": None, "wait_until": None, "throttle_reason": None}
 
 
 class CommandConflict(JedictlError):

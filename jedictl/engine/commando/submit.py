@@ -61,7 +61,7 @@ def submit(store: Any, definition: TaskDefinition, document: Mapping[str, Any], 
         with store.begin() as conn:
             existing = task_store.find_same_name(conn, definition.user_name, definition.name) if unique(definition) else None
             if existing is None:
-                task_id = register_task(conn, definition, document, now, by)
+                task_id = register_task(conn, definition, document, now, by, max_active_tasks=settings.user_caps.max_active_tasks)
                 return SubmitOutcome(task_id, "registered", message=f"succeeded. new jediTaskID={task_id}")
             return _resubmit(conn, existing.id, definition, document, settings, now, use_new_code=use_new_code,
                              parent_given=parent_given, priority_given=priority_given)

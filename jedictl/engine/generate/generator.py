@@ -1,7 +1,8 @@
 """The Job Generator pass (jedi-inventory.md §6): released input becomes jobs.
 
 Per pass: load the catalogs and the sites' live load once; order the candidate tasks (round-robin
-across users, express lane); for each task ask the throttler about its share x resource type, lease
+across users and groups, express lane with the privileged, group shares); for each task check its
+user's caps (engine.shares.user_caps) and ask the throttler about its share x resource type, lease
 the task, and then, one chunk of input per transaction: read the next ready files under lock, broker
 sites for the chunk, split it site by site (a weighted draw per round of sub-chunks), build the jobs
 (engine.generate.job_builder) and write them in bulk, and move the used records `ready -> running`
@@ -31,6 +32,9 @@ from jedictl.engine.generate.job_builder import InputTransfer, JobBuilder, TaskC
 from jedictl.engine.generate.merge_jobs import MergeConflict, make_merge_jobs
 from jedictl.engine.jobs.resources import job_priority
 from jedictl.engine.shares.usage import load_generation_order, task_ranks
+from jedictl.engine.shares.user_caps import ANALYSIS_LABELS, Load, account_of, generation_block
+from jedictl.engine.shares.user_usage import group_usage, load_accounts
+from jedictl.engine.task.privileges import Privileges
 from jedictl.engine.generate.splitters import START, InputChunk, InputFile, SecondaryInput, SplitDefaults, job_limits, site_limits, split_at_site, sub_chunks_per_site
 from jedictl.engine.generate.task_order import Candidate, order_tasks
 from jedictl.engine.task.definition import DatasetAttributes
@@ -58,16 +62,20 @@ def generate_pass(store: Any, settings: Settings, owner: str, now: datetime, lim
     factory = catalog_factory or StoreDataCatalog
     report = PassReport("generate")
     pass_clock = PassClock(now)
+    privileges = Privileges.from_settings(settings.privileges)
     with store.read() as conn:
         catalog = load_catalog(conn)
         loads = load_site_loads(conn)
-        candidates = _candidates(conn, now)
+        candidates = _candidates(conn, now, privileges)
         share_order = load_generation_order(conn, settings)  # most under-served queues first (engine.shares.usage)
         share_ranks = task_ranks(conn, share_order, [c.task_id for c, _ in candidates])
+        accounts = load_accounts(conn) if any(queue[2] in ANALYSIS_LABELS for _, queue in candidates) else {}
+        groups = group_usage(conn, privileges.group_shares)
     start_loads = dict(loads)  # the site caps' "count at cycle start" (WMCore bounds the overflow with it)
     budgets: dict[tuple[str | None, str | None], Any] = {}  # queue -> [decision, jobs left]
-    order = order_tasks([dataclasses.replace(c, share_rank=share_ranks[c.task_id]) for c, _ in candidates], rng,
-                        settings.generate.express_priority, settings.generate.express_ratio)
+    order = order_tasks([dataclasses.replace(c, share_rank=share_ranks[c.task_id], group_usage=groups.get(c.working_group or ""))
+                         for c, _ in candidates], rng, settings.generate.express_priority, settings.generate.express_ratio)
+    owners = {c.task_id: account_of(c.user, c.working_group) for c, _ in candidates}
     queues = {c.task_id: queue for c, queue in candidates}
     merging = {c.task_id: c.merge for c, _ in candidates}
     visited = 0
@@ -75,6 +83,12 @@ def generate_pass(store: Any, settings: Settings, owner: str, now: datetime, lim
         if visited >= (limit or settings.generate.n_tasks):
             break
         queue = queues[task_id]
+        account = owners[task_id]
+        if queue[2] in ANALYSIS_LABELS:
+            blocked = generation_block(account, accounts.get(account, Load()), settings.user_caps)
+            if blocked:  # its user (or group) has enough running or queued: AtlasAnalJobBroker's user throttle
+                report.add("throttled", task_id=task_id, reason=blocked)
+                continue
         budget = budgets.get(queue[:3])  # one throttle decision and budget per share x resource type x label
         if budget is None and settings.generate.throttle:
             with store.read() as conn:
@@ -109,6 +123,9 @@ def generate_pass(store: Any, settings: Settings, owner: str, now: datetime, lim
             made, outcome, reason = generator.run(None if budget is None or merge_only else budget[1], merge_only=merge_only)
             if budget is not None and budget[1] is not None and not merge_only:
                 budget[1] -= made
+            if made and queue[2] in ANALYSIS_LABELS:  # what this pass queued counts against the user's caps too
+                cores = getattr(generator.context.task, "core_count", None) or 1
+                accounts[account] = accounts.get(account, Load()).plus_queued(made, made * max(int(cores), 1))
             if outcome == "nothing":
                 visited -= 1  # held-back merges or nothing released: the task does not use up a slot of the pass
                 if merge_only:
@@ -128,10 +145,11 @@ def generate_pass(store: Any, settings: Settings, owner: str, now: datetime, lim
     return report
 
 
-def _candidates(conn: Any, now: datetime) -> list[tuple[Candidate, tuple[str | None, str | None, str, int]]]:
+def _candidates(conn: Any, now: datetime, privileges: Privileges) -> list[tuple[Candidate, tuple[str | None, str | None, str, int]]]:
     """Tasks with released input left to make jobs from, and the queue each belongs to."""
     rows = task_leases.generation_candidates(conn, now, GENERATOR_STATUSES, INPUT_TYPES)
-    return [(Candidate(r.id, r.user_name, r.current_priority, scouting=r.status == TaskStatus.SCOUTING.value, merge=bool(r.merge_left)),
+    return [(Candidate(r.id, r.user_name, r.current_priority, scouting=r.status == TaskStatus.SCOUTING.value, merge=bool(r.merge_left),
+                       working_group=r.working_group, jumps=privileges.jumps_queue(r.prod_source_label, r.user_name, r.working_group)),
              (r.gshare, r.resource_type, r.prod_source_label, r.current_priority)) for r in rows]
 
 

@@ -1,10 +1,17 @@
 """In which order the Job Generator visits tasks (jedi-inventory.md §6.3 "Fair ordering").
 
-Tasks are grouped by user and the groups are visited round-robin, one task per group per round, so
-one user's thousand tasks cannot starve another user's one. Inside a group: merge work first, then by
-priority (scouting tasks count one higher) and age. Tasks at or above the express priority (1500) form
-an express lane, shuffled, from which a task is taken before each regular one with the express
-probability (30 %); whatever express work is left follows once the regular groups are empty.
+Tasks are grouped by account -- their working group when they have one (group analysis and group
+production count against the group), else their user -- and the accounts are visited round-robin, one
+task per account per round, so one user's thousand tasks cannot starve another user's one. Inside an
+account: merge work first, then by priority (scouting tasks count one higher) and age. Tasks at or above
+the express priority (1500), and the analysis tasks of privileged users and groups (seed 000 "Special
+permission": they jump over other tasks; engine.task.privileges), form an express lane, shuffled, from
+which a task is taken before each regular one with the express probability (30 %); whatever express
+work is left follows once the regular accounts are empty.
+
+Group shares (docs/queue-shares.md): working groups given a share in `privileges` take their turn in
+each round before the other accounts, the one executing least per unit of its share first, so the
+groups divide what their share of the CPU gets in proportion to their shares.
 
 Before all that, candidates are grouped by their share rank (engine.shares.usage.GenerationOrder: the
 most under-served global share first, then the most under-served work queue in it), and the groups are
@@ -14,6 +21,7 @@ pass repeats.
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 from typing import Sequence
@@ -27,6 +35,14 @@ class Candidate:
     scouting: bool = False
     merge: bool = False  # has merge work waiting
     share_rank: tuple[int, ...] = ()  # lower: its queue is more under-served
+    working_group: str | None = None
+    jumps: bool = False  # a privileged analysis task: in the express lane whatever its priority
+    group_usage: float | None = None  # its group has a share: HS06 executing per unit of it (lower: more under-served)
+
+    @property
+    def account(self) -> str:
+        """Who the task takes its turns as: its working group, else its user."""
+        return f"group {self.working_group}" if self.working_group else self.user
 
 
 def order_tasks(candidates: Sequence[Candidate], rng: random.Random, express_priority: int = 1500, express_ratio: float = 0.3) -> list[int]:
@@ -37,17 +53,26 @@ def order_tasks(candidates: Sequence[Candidate], rng: random.Random, express_pri
 
 
 def _order_group(candidates: Sequence[Candidate], rng: random.Random, express_priority: int, express_ratio: float) -> list[int]:
-    express = [c for c in candidates if c.priority >= express_priority]
+    def is_express(candidate: Candidate) -> bool:
+        return candidate.jumps or candidate.priority >= express_priority
+
+    express = [c for c in candidates if is_express(c)]
     rng.shuffle(express)
     groups: dict[str, list[Candidate]] = {}
+    usage: dict[str, float] = {}
     for candidate in candidates:
-        if candidate.priority < express_priority:
-            groups.setdefault(candidate.user, []).append(candidate)
+        if not is_express(candidate):
+            groups.setdefault(candidate.account, []).append(candidate)
+        if candidate.group_usage is not None:
+            usage[candidate.account] = candidate.group_usage
     for members in groups.values():
         members.sort(key=lambda c: (not c.merge, -(c.priority + (1 if c.scouting else 0)), c.task_id))
     order = list(groups)
     rng.shuffle(order)
-    queues = [list(reversed(groups[user])) for user in order]  # pop() from the end = best first
+    # Groups with a share first, the most under-served first; the sort is stable, so ties and the
+    # accounts without a share keep the shuffled order.
+    order.sort(key=lambda account: usage.get(account, math.inf))
+    queues = [list(reversed(groups[account])) for account in order]  # pop() from the end = best first
     result: list[int] = []
     while any(queues) or express:
         for queue in queues:

@@ -38,6 +38,7 @@ def state_cutoffs(settings: JobTimeoutSettings, now: datetime) -> dict[str, date
         S.ACTIVATED.value: min(timedelta(hours=settings.activated_hours), timedelta(hours=settings.analy_timeout_hours), high_priority_idle),
         S.STARTING.value: min(timedelta(hours=settings.activated_hours), high_priority_idle),
         S.TRANSFERRING.value: timedelta(hours=1),  # a site's own limit may be short: decided per job
+        S.THROTTLED.value: timedelta(days=settings.throttled_days),  # those of a paused task are spared (the decision)
     }
     return {status: now - age for status, age in ages.items()}
 
@@ -51,7 +52,7 @@ def close_expired_jobs(store: Any, settings: Settings, now: datetime, limit: int
                                            started_cutoff=now - timedelta(days=timeouts.running_days), limit=limit)
         sites = _site_timeouts(job_store.site_timeout_facts(conn, {row.site for row in rows}))
     times = [JobTimes(row.id, row.status, row.current_priority, row.site, row.created_at, row.modified_at, row.state_changed_at,
-                      row.started_at, row.heartbeat_at, row.prod_source_label) for row in rows]
+                      row.started_at, row.heartbeat_at, row.prod_source_label, row.sub_status) for row in rows]
     expired = expired_jobs(times, settings.job_timeouts, now, sites)
     endings = [Ending(e.job_id, e.new_status, sub_status=e.sub_status, error=("kill", e.kill_code, e.reason), expected_status=e.status)
                for e in expired]

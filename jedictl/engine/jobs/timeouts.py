@@ -8,8 +8,10 @@ for jobs that got a CPU). The watchdog loads `jobs` rows, asks `expired_jobs`, a
 back with `job_states.JobEvent.TIMEOUT`.
 
 Clocks: a queue state is timed from `state_changed_at` (entering the state); a running job from
-`started_at` (21 days) and from its last heartbeat (2 h, also while starting). Throttled jobs (their
-task is paused on purpose) and merging jobs (waiting for their merge job) never expire here.
+`started_at` (21 days) and from its last heartbeat (2 h, also while starting). Jobs throttled by a user
+cap (sub_status `user_cap`, engine.shares.user_caps) are closed after `throttled_days` (7) unless the
+cap released them (seed 000 "Throttled jobs and tasks"); the throttled jobs of a paused task (paused on
+purpose) and merging jobs (waiting for their merge job) never expire here.
 
 Analysis jobs (labels user, panda) that stay `activated` longer than ANALY_TIMEOUT (12 h) got no CPU at
 their site: seed 000 reattempts them ("Job rebrokerage"), and their closing marks the site busy for the
@@ -25,7 +27,7 @@ from datetime import datetime, timedelta
 
 from jedictl.config import JobTimeoutSettings
 from jedictl.engine.task.spec import ANALYSIS_LABELS
-from jedictl.model import JobStatus
+from jedictl.model import USER_CAP, JobStatus
 
 S = JobStatus
 
@@ -44,6 +46,7 @@ class JobTimes:
     started_at: datetime | None = None
     heartbeat_at: datetime | None = None
     prod_source_label: str | None = None
+    sub_status: str | None = None
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,8 @@ def job_expiry(job: JobTimes, settings: JobTimeoutSettings, now: datetime, site:
         S.SENT.value: (timedelta(minutes=settings.sent_minutes), _QUEUE_CODE),
         S.HOLDING.value: (timedelta(hours=settings.holding_hours), _EXPIRED_CODE),
     }
+    if status == S.THROTTLED.value and job.sub_status == USER_CAP:
+        simple[status] = (timedelta(days=settings.throttled_days), _QUEUE_CODE)
     if status in simple:
         limit, code = simple[status]
         return close(code, f"{status} for {_span(in_state)} (limit {_span(limit)})") if in_state > limit else None

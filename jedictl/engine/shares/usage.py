@@ -296,12 +296,30 @@ def queue_status(queues: Sequence[WorkQueue], usage: Usage, tolerance: float = D
     return rows
 
 
-def status_report(current: Current, usage: Usage, tolerance: float = DEFAULT_TOLERANCE) -> dict[str, Any]:
+def group_share_status(shares: Mapping[str, float], executing: Mapping[str, float], tolerance: float = DEFAULT_TOLERANCE) -> list[dict[str, Any]]:
+    """The working groups given a share (`privileges`): their share of the groups' total, the HS06 their
+    jobs execute, the actual percent of what the groups execute, the verdict, and the position the
+    generator gives them (the one executing least per unit of its share first; docs/queue-shares.md)."""
+    total_share = sum(shares.values())
+    total = sum(executing.get(group, 0.0) for group in shares)
+    order = sorted(shares, key=lambda group: (executing.get(group, 0.0) / shares[group], group))
+    rows = []
+    for group in sorted(shares):
+        configured = 100.0 * shares[group] / total_share if total_share else None
+        running = executing.get(group, 0.0)
+        rows.append({"group": group, "share": shares[group], "configured_pct": _percent(configured), "running_hs06": round(running, 1),
+                     **_service(Counts(running_hs06=running), total, configured, tolerance), "rank": order.index(group)})
+    return rows
+
+
+def status_report(current: Current, usage: Usage, tolerance: float = DEFAULT_TOLERANCE,
+                  group_shares: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
     return {
         "work_queues_from": current.sources["work_queues"], "global_shares_from": current.sources["global_shares"],
         "measured_in": "HS06 of executing jobs (cores x site core power)", "tolerance_pct": round(tolerance * 100, 2),
         "global_shares": share_status(current.definitions.share_tree, usage, tolerance),
         "work_queues": queue_status(current.definitions.queues, usage, tolerance),
+        "group_shares": list(group_shares),
     }
 
 

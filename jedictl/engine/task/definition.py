@@ -151,6 +151,7 @@ class TaskDefinition:
     format: str = "spec"  # "spec" | "panda"
     unknown_keys: tuple[str, ...] = ()
     priority_capped_from: int | None = None  # the priority asked for, when the analysis cap lowered it
+    current_priority: int | None = None  # the priority it starts with: a privileged analysis task's jumps the queue
 
     def inputs(self) -> list[DatasetDef]:
         return [d for d in self.datasets if d.type in (DatasetType.INPUT, DatasetType.PSEUDO_INPUT, DatasetType.RANDOM_SEED)]

@@ -11,6 +11,7 @@ from jedictl.engine.input import fields
 from jedictl.engine.task.options import skip_task_ids
 from jedictl.engine.task.resubmission import RESUBMITTABLE, refusal
 from jedictl.engine.task.panda_params import ANALYSIS_LABELS, is_panda_params, parse_panda_params
+from jedictl.engine.task.privileges import NOBODY, Privileges, queue_priority
 from jedictl.engine.task.spec import parse_task_spec
 from jedictl.engine.task.definition import PRIORITY_RANGE, USER_RE, TaskDefinition
 from jedictl.errors import BadInput, NotFound
@@ -21,15 +22,16 @@ from jedictl.store.tasks import NameTaken, unique_key
 
 @dataclass(frozen=True)
 class PriorityPolicy:
-    """Who may raise an analysis task's priority (PanDA: only production roles and privileged users)."""
+    """Who may raise an analysis task's priority (PanDA: only production roles and privileged users,
+    engine.task.privileges), and the priority privileged tasks jump to."""
 
     analysis_cap: int = 1000
-    super_users: tuple[str, ...] = ()
-    super_groups: tuple[str, ...] = ()
+    privileges: Privileges = NOBODY
+    express_priority: int = 1500
 
     def privileged(self, definition: TaskDefinition) -> bool:
-        return definition.user_name in self.super_users or (
-            definition.working_group is not None and definition.working_group in self.super_groups)
+        return definition.prod_source_label in ANALYSIS_LABELS and \
+            self.privileges.privileged(definition.user_name, definition.working_group) is not None
 
 
 #: For re-parsing a stored task: its priority was capped when it was submitted.
@@ -71,10 +73,12 @@ def parse_definition(
         definition = dataclasses.replace(definition, options=dataclasses.replace(definition.options, allow_task_duplication=True))
     if not USER_RE.match(definition.user_name):
         raise BadInput("the task's user must be letters, digits and . _ @ -", "user")
-    allowed = capped_priority(definition, policy or PriorityPolicy(analysis_cap=analysis_priority))
+    policy = policy or PriorityPolicy(analysis_cap=analysis_priority)
+    allowed = capped_priority(definition, policy)
     if allowed != definition.task_priority:
         definition = dataclasses.replace(definition, task_priority=allowed, priority_capped_from=definition.task_priority)
-    return definition
+    current = queue_priority(definition.task_priority, policy.privileged(definition), policy.express_priority)
+    return dataclasses.replace(definition, current_priority=current)
 
 
 def task_row(definition: TaskDefinition) -> dict[str, Any]:
@@ -87,7 +91,8 @@ def task_row(definition: TaskDefinition) -> dict[str, Any]:
         "vo": definition.vo, "prod_source_label": definition.prod_source_label, "task_type": definition.task_type,
         "processing_type": definition.processing_type, "working_group": definition.working_group,
         "country_group": definition.country_group, "campaign": definition.campaign, "req_id": definition.req_id,
-        "task_priority": definition.task_priority, "current_priority": definition.task_priority,
+        "task_priority": definition.task_priority,
+        "current_priority": definition.task_priority if definition.current_priority is None else definition.current_priority,
         "parent_id": definition.parent_id, "cloud": definition.cloud, "site": definition.site, "nucleus": definition.nucleus,
         "trans_path": definition.trans_path, "trans_home": definition.trans_home, "trans_uses": definition.trans_uses,
         "architecture": definition.architecture, "container_name": definition.container_name,
@@ -104,11 +109,35 @@ def name_path(definition: TaskDefinition) -> str:
     return "taskName" if definition.format == "panda" else "name"
 
 
-def register_task(conn, definition: TaskDefinition, document: dict[str, Any], now: datetime, by: str) -> int:  # noqa: ANN001
-    """Store a validated definition as a `registered` task (JEDI's task-parameter insertion). The caller
+#: The statuses in which a task counts against MAX_ACTIVE_TASKS_PER_USER_<label> (insertTaskParamsPanda's
+#: list), with the two jedictl passes a task through on its way between them (assigning, scouted).
+ACTIVE_TASK_STATUSES = (TaskStatus.REGISTERED, TaskStatus.DEFINED, TaskStatus.ASSIGNING, TaskStatus.READY, TaskStatus.SCOUTING,
+                        TaskStatus.SCOUTED, TaskStatus.RUNNING, TaskStatus.PAUSED, TaskStatus.THROTTLED)
+
+
+def active_task_refusal(active: int, cap: int | None, user_name: str, label: str) -> str | None:
+    """Why a new task of a user who has `active` active tasks of `label` is refused, or None. PanDA
+    refuses the submission ("Too many active tasks"); it counts the existing tasks with `>`, letting
+    one more in than the cap says -- jedictl holds the cap exactly."""
+    if cap is None or active < cap:
+        return None
+    return (f"too many active tasks for {user_name}: {active} {label} tasks are active (user_caps.max_active_tasks.{label} = {cap}); "
+            "wait until some end, or kill some")
+
+
+def register_task(conn, definition: TaskDefinition, document: dict[str, Any], now: datetime, by: str,  # noqa: ANN001
+                  max_active_tasks: dict[str, int] | None = None) -> int:
+    """Store a validated definition as a `registered` task (JEDI's task-parameter insertion), unless its
+    user has reached the cap on active tasks of its label (`max_active_tasks`: label -> cap). The caller
     has made sure no task of the user has its unique name (or turned the submission into a
     resubmission: engine/commando/submit.py); one that appeared since is refused as PanDA refuses a
     task already queued."""
+    cap = (max_active_tasks or {}).get(definition.prod_source_label)
+    if cap is not None:
+        active = task_store.active_tasks_of(conn, definition.user_name, definition.prod_source_label, ACTIVE_TASK_STATUSES)
+        too_many = active_task_refusal(active, cap, definition.user_name, definition.prod_source_label)
+        if too_many:
+            raise BadInput(too_many, "user")
     if definition.parent_id is not None and task_store.parent_status(conn, definition.parent_id) is None:
         raise NotFound(f"parent task {definition.parent_id} does not exist", "parent")
     for used_by in skip_task_ids(definition.options.skip_files_used_by):

@@ -30,8 +30,12 @@ from jedictl.engine.brokerage.model import task_requirements_from_row
 from jedictl.engine.task.options import options_from_dict
 from jedictl.engine.brokerage.task_brokerage import choose_nucleus
 from jedictl.engine.shares.throttler import throttle_decision
+from jedictl.engine.shares.user_caps import ANALYSIS_LABELS, Load, account_of, caps_of, generation_block, job_cap_action
+from jedictl.engine.shares.user_usage import load_accounts
+from jedictl.engine.task.privileges import Privileges
 from jedictl.model import TASK_FINAL, TaskStatus
 from jedictl.store import tasks as task_store
+from jedictl.store import user_caps as cap_store
 from jedictl.store import views as view_store
 
 
@@ -47,7 +51,7 @@ def explain_task(conn: Any, task_id: int, settings: Settings, now: datetime, dat
         "wait_until": task.wait_until, "pending_since": task.frozen_at,
         "files": _files_by_status(conn, task_id),
         # Always present (null when they do not apply): the answer has one shape whatever the task's state.
-        "nucleus_brokerage": None, "throttle": None, "brokerage": None,
+        "nucleus_brokerage": None, "throttle": None, "user_caps": None, "brokerage": None,
     }
     summary: list[str] = []
     if task.status in {s.value for s in TASK_FINAL}:
@@ -81,6 +85,8 @@ def explain_task(conn: Any, task_id: int, settings: Settings, now: datetime, dat
                                 random.Random(seed), output_tokens=tokens, queued_output_files=catalog.network.queued_to())
         report["nucleus_brokerage"] = nuclei.rows()
         summary.append(f"task brokerage would choose {nuclei.nucleus}" if nuclei.ok else nuclei.error_dialog())
+    if task.prod_source_label in ANALYSIS_LABELS and task.status not in {s.value for s in TASK_FINAL}:
+        report["user_caps"] = _user_caps(conn, task, settings, summary)
     if task.gshare and task.status not in {s.value for s in TASK_FINAL}:
         decision = throttle_decision(load_throttle_input(conn, task.gshare, task.resource_type, task.prod_source_label, settings.throttle.limits),
                                      settings.throttle)
@@ -100,6 +106,38 @@ def explain_task(conn: Any, task_id: int, settings: Settings, now: datetime, dat
         summary.append("no released input is left to make jobs from")
     report["summary"] = "; ".join(summary) or "nothing holds it back"
     return report
+
+
+def _user_caps(conn: Any, task: Any, settings: Settings, summary: list[str]) -> dict[str, Any]:
+    """Where the task's account stands against the per-user caps (docs/analysis.md), and what holds
+    the task back because of them: its jobs throttled by the running cap, no new jobs, or the task
+    throttled for its account's backlog of input to stage or transfer."""
+    account = account_of(task.user_name, task.working_group)
+    load = load_accounts(conn).get(account, Load())
+    caps = caps_of(account, settings.user_caps)
+    capped = cap_store.capped_jobs_of_task(conn, task.id)
+    privilege = Privileges.from_settings(settings.privileges).privileged(task.user_name, task.working_group)
+    blocked = generation_block(account, load, settings.user_caps)
+    if capped:
+        action = job_cap_action(account, load, settings.user_caps)
+        if action is not None and action.action == "release_jobs":
+            summary.append(f"{capped} of its jobs are throttled by the user cap; the next `jedictl watch` activates them ({action.reason})")
+        else:
+            summary.append(f"{capped} of its jobs are throttled by the user cap: {_capped_reason(account, load, caps, settings)}")
+    if blocked and task.status in (TaskStatus.READY.value, TaskStatus.SCOUTING.value, TaskStatus.RUNNING.value):
+        summary.append(f"no new jobs: {blocked}")
+    if task.status == TaskStatus.THROTTLED.value and task.throttle_reason:
+        summary.append(f"throttled until the input its user waits for ({task.throttle_reason}) is back within the limit: {task.error_dialog}")
+    return {"account": str(account), "privilege": privilege, "running_jobs": load.running_jobs, "running_cores": load.running_cores,
+            "queued_jobs": load.queued_jobs, "queued_cores": load.queued_cores, "caps": {caps.jobs_key: caps.jobs, caps.cores_key: caps.cores},
+            "capped_jobs": capped, "generation": blocked or "open"}
+
+
+def _capped_reason(account: Any, load: Load, caps: Any, settings: Settings) -> str:
+    """Why a capped job stays throttled: its account runs too much, jobs or cores (released below the
+    release fraction of both caps)."""
+    return (f"{account} runs {load.running_jobs} jobs on {load.running_cores} cores; released below "
+            f"{settings.user_caps.release_fraction:g} x user_caps.{caps.jobs_key} {caps.jobs} and .{caps.cores_key} {caps.cores}")
 
 
 def _data_summary(placement: Any) -> str:

@@ -8,6 +8,7 @@ from typing import Any
 
 from jedictl.engine.input.fields import INT32_MAX, INT64_MAX
 from jedictl.errors import BadInput, NotFound
+from jedictl.model import USER_CAP, JobStatus
 from jedictl.store import jobs as job_store
 
 _REFERENCE = re.compile(r"^(\d+)(?:\.(\d+))?$")
@@ -80,8 +81,19 @@ def job_details(conn: Any, reference: JobRef) -> dict[str, Any]:
         "max_disk_count", "executor", "command_to_pilot", "trans_exit_code", "error_source", "error_code", "error_diag", "wall_time",
         "cpu_time", "max_pss", "max_rss", "n_events", "output_bytes", "created_at", "state_changed_at", "dispatched_at", "started_at",
         "ended_at", "heartbeat_at")}}
+    details["throttled_because"] = throttled_because(row.status, row.sub_status)
     details["files"] = [job_file(f, row.id) for f in job_store.files_of_job(conn, row.id)]
     return details
+
+
+def throttled_because(status: str, sub_status: str | None) -> str | None:
+    """Why a throttled job is not handed out, and what lets it go (None for a job not throttled)."""
+    if status != JobStatus.THROTTLED.value:
+        return None
+    if sub_status == USER_CAP:
+        return ("its user (or working group) reached the running-jobs cap (user_caps); `jedictl watch` activates it again below "
+                "user_caps.release_fraction of the cap (`jedictl explain task` gives the figures)")
+    return "its task is paused; `jedictl task resume` activates it"
 
 
 def job_file(f: Any, job_id: int) -> dict[str, Any]:

@@ -8,11 +8,15 @@ In order, each over at most `watchdog.limit` tasks:
 3. exhausted tasks nobody touched for 48 h move to `finishing`;
 4. assigned jobs whose input has arrived at their site are activated (engine.watch.activation), then
    jobs past their timeouts are closed and their files placed again (engine.jobs.expiry);
-5. tasks whose input keeps failing are throttled (120 min x n squared), and released again;
-6. running tasks nearly done get priority 900 and the Express share;
-7. running tasks whose jobs fail too often are paused (watchdog.pause_failure_rate, off by default);
-8. tasks that reached their goal are finished softly;
-9. finishing tasks with no live job left become `passed` (engine.commando.commands.settle_pass).
+5. the per-user caps (engine.watch.user_caps): a user (or working group) at his running-jobs cap has
+   his activated analysis jobs throttled, and activated again below 90 % of it;
+6. tasks whose input keeps failing are throttled (120 min x n squared); tasks of a user whose input
+   still to be staged from tape or transferred is over the limit are throttled until it falls;
+   both are released again;
+7. running tasks nearly done get priority 900 and the Express share;
+8. running tasks whose jobs fail too often are paused (watchdog.pause_failure_rate, off by default);
+9. tasks that reached their goal are finished softly;
+10. finishing tasks with no live job left become `passed` (engine.commando.commands.settle_pass).
 
 Decisions are the pure functions of engine.watch.policy; each action is written in a transaction
 of its own that first takes the task's lease (so an agent working on the task is never overtaken)
@@ -48,6 +52,7 @@ from jedictl.engine.watch.policy import (
 )
 from jedictl.engine.commando.commands import Request, run_command, settle_pass
 from jedictl.engine.watch.activation import activate_assigned
+from jedictl.engine.watch.user_caps import apply_job_caps, transfer_throttles
 from jedictl.engine.jobs.expiry import close_expired_jobs
 from jedictl.engine.shares.global_shares import load_shares
 from jedictl.errors import BadInput, JedictlError
@@ -70,8 +75,9 @@ class _Guarded(Exception):
 def watch_pass(store: Any, settings: Settings, owner: str, now: datetime, limit: int | None = None) -> PassReport:
     """One pass of the watchdog; each action is one report item."""
     watchdog = Watchdog(store, settings, owner, now, limit or settings.watchdog.limit)
-    for step in (watchdog.leases, watchdog.pending, watchdog.exhausted, watchdog.activate, watchdog.job_timeouts, watchdog.throttle,
-                 watchdog.release_throttled, watchdog.boost, watchdog.pause, watchdog.goals, watchdog.settle):
+    for step in (watchdog.leases, watchdog.pending, watchdog.exhausted, watchdog.activate, watchdog.job_timeouts, watchdog.user_jobs,
+                 watchdog.throttle, watchdog.transfers, watchdog.release_throttled, watchdog.boost, watchdog.pause, watchdog.goals,
+                 watchdog.settle):
         try:
             step()
         except Exception as exc:  # noqa: BLE001 - one failing action must not stop the others (a store refusing us does)
@@ -126,6 +132,16 @@ class Watchdog:
             outcome = "job_timeout" if item["outcome"] == "closed" else "skipped"
             self.report.add(outcome, job_id=item["job_id"], reason=item.get("reason"))
 
+    def user_jobs(self) -> None:
+        # After the timeouts (closed jobs no longer run) and the activation (jobs just activated count).
+        for item in apply_job_caps(self.store, self.settings, self.now):
+            self.report.add(item.pop("action"), **item)
+
+    def transfers(self) -> None:
+        for action in transfer_throttles(self.store, self.settings, self.now, StoreDataCatalog):
+            expected = [S.THROTTLED] if action.kind == "release_transfers" else [action.values["old_status"]]
+            self._apply(action, expected)
+
     def throttle(self) -> None:
         with self.store.read() as conn:
             rows = store.free_tasks(conn, sorted(TASK_FOR_JOB_GENERATOR), self.now, self.limit, throttling=True)
@@ -136,7 +152,8 @@ class Watchdog:
 
     def release_throttled(self) -> None:
         with self.store.read() as conn:
-            rows = store.free_tasks(conn, [S.THROTTLED], self.now, self.limit)
+            # A task held for its user's backlog of input to move is released by `transfers`, not by time.
+            rows = [row for row in store.free_tasks(conn, [S.THROTTLED], self.now, self.limit) if row.throttle_reason is None]
             by_task = store.datasets_by_task(conn, [row.id for row in rows])
         for row in rows:
             records = [from_row(DatasetRecord, d) for d in by_task.get(row.id, [])]

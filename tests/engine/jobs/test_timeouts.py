@@ -112,3 +112,16 @@ def test_activated_analysis_jobs_expire_after_analy_timeout():
 def test_assigned_jobs_wait_twelve_hours_for_their_input():
     waiting = JobTimes(1, "assigned", 1000, "SITE", state_changed_at=NOW - timedelta(hours=12, minutes=5), prod_source_label="user")
     assert job_expiry(waiting, SETTINGS, NOW).reason == "assigned for 12h5m (limit 12h)"
+
+
+def test_jobs_held_by_a_user_cap_are_closed_after_seven_days_and_a_paused_tasks_never():
+    """seed 000 "Throttled jobs and tasks": throttled jobs go back to activated, "otherwise, they are
+    closed after 7 days" -- those of a user cap; a paused task's wait for its resume."""
+    def throttled(days: float, sub_status: str | None) -> JobTimes:
+        return JobTimes(1, "throttled", state_changed_at=NOW - timedelta(days=days), sub_status=sub_status)
+
+    assert job_expiry(throttled(6.9, "user_cap"), SETTINGS, NOW) is None
+    expiry = job_expiry(throttled(7.1, "user_cap"), SETTINGS, NOW)
+    assert (expiry.new_status, expiry.kill_code, expiry.reason) == ("closed", 51, "throttled for 7d2h (limit 7d)")
+    assert job_expiry(throttled(30, None), SETTINGS, NOW) is None
+    assert job_expiry(throttled(2.5, "user_cap"), JobTimeoutSettings(throttled_days=2), NOW) is not None
