@@ -82,7 +82,7 @@ def dataset_counters(conn: Connection) -> list[str]:
         where = f"task {row.task_id} {row.type} dataset {row.id}"
         if row.type in CLAIMED_TYPES:
             if row.records == 0 and row.untracked:
-                continue  # an untracked secondary (reusable, nosplit+repeat): its records are shared, not counted
+                continue  # an untracked (many-time) secondary: its records are shared, not counted
             expected = {"n_files": row.records, "n_files_missing": row.lost, "n_events": row.events, "n_files_used": row.used,
                         "n_files_finished": row.finished, "n_files_failed": row.failed}
             used, to_use, n_files = row.n_files_used, row.n_files_to_be_used, row.n_files

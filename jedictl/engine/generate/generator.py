@@ -290,10 +290,11 @@ class TaskGenerator:
         return found
 
     def _secondary(self, conn: Any, dataset: Any, n_master: int) -> tuple[SecondaryInput, list[Any], bool]:
-        """A secondary's records for the chunk: claimed when each file serves one job; read when files are
-        shared (nosplit: every job gets them all; repeat: reused cyclically; reusable)."""
+        """A secondary's records for the chunk: claimed when each file serves one job (a one-time input); read
+        when it is a many-time input, whose files many jobs share (nosplit: every job gets them all; repeat:
+        reused cyclically; reusable or marked many_time: rewound when too few are left)."""
         attributes = DatasetAttributes.from_dict(dataset.attributes or {})
-        shared = attributes.nosplit or attributes.repeat or attributes.reusable
+        shared = attributes.is_many_time
         if shared:
             rows = job_store.read_files(conn, dataset.id, self.settings.generate.hard_max_files_per_job)
         else:

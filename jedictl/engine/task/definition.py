@@ -59,6 +59,20 @@ class DatasetAttributes:
     random_order: bool = False  # rd
     use_duplicated: bool = False  # ud
     index_consistent: bool = False  # ic
+    # Seed 000 "Different treatment of input datasets": a many-time input is read by many jobs (pile-up,
+    # conditions) and counted as availability; a one-time input is read by one job and charged as a
+    # transfer. None: decided by how the files join jobs (`is_many_time`).
+    many_time: bool | None = None
+
+    @property
+    def shares_files(self) -> bool:
+        """Files that join many jobs: every job gets them all (nosplit), they cycle (repeat) or rewind (reusable)."""
+        return self.nosplit or self.repeat or self.reusable
+
+    @property
+    def is_many_time(self) -> bool:
+        """A many-time input: marked so, or its files are shared by jobs (nosplit, repeat, reusable)."""
+        return self.shares_files if self.many_time is None else self.many_time
 
     def as_dict(self) -> dict[str, Any]:
         """Only the attributes that differ from the defaults (what is stored and shown)."""
@@ -80,6 +94,7 @@ class DatasetAttributes:
             "ratio": "ratio", "nosplit": "nosplit", "repeat": "repeat", "n_files_per_job": "np", "reusable": "ru",
             "offset": "of", "num_records": "nr", "event_ratio": "er", "consistency_check": "cc", "merge_only": "mo",
             "allow_no_output": "an", "transient": "tr", "random_order": "rd", "use_duplicated": "ud", "index_consistent": "ic",
+            "many_time": "manytime",
         }
         out = []
         for key, token in names.items():
@@ -222,9 +237,21 @@ def check_file_template(template: str, path: str) -> str:
     return template
 
 
+def check_many_time(attributes: DatasetAttributes, is_master: bool, path: str) -> None:
+    """A master is split over jobs, each file read once: it cannot be many-time; and a one-time input
+    cannot share its files among jobs."""
+    if is_master and attributes.many_time:
+        raise BadInput("many_time applies to secondary inputs only: the master's files are split over the jobs", path)
+    if attributes.many_time is False and attributes.shares_files:
+        raise BadInput("a one-time input is read by one job: it cannot be nosplit, repeat or reusable", path)
+
+
 def check_datasets(datasets: list[DatasetDef], path: str) -> None:
     """Rules that hold for both formats once all datasets are known."""
     if not any(d.type in (DatasetType.OUTPUT, DatasetType.LOG) for d in datasets):
         raise BadInput("the task writes nothing: at least one output (or log) dataset is required", path)
     if not any(d.is_master for d in datasets):
         raise BadInput("the task has no input: give an input dataset or set no_input", path)
+    for d in datasets:
+        if d.type == DatasetType.INPUT:
+            check_many_time(d.attributes, d.is_master, d.path or path)
