@@ -300,8 +300,34 @@ def assigned_jobs_await_input(conn: Connection) -> list[str]:
     return [f"task {r.task_id} job {r.id} is assigned but waits for no input transfer" for r in rows]
 
 
+def many_time_not_consumed(conn: Connection) -> list[str]:
+    """A many-time secondary is read by many jobs and consumed by none (docs/task-spec.md, "Many-time and
+    one-time inputs"): none of its records -- untracked, as the feeder writes them -- is ever picked,
+    running, finished or failed, and its dataset counts no file used, finished or failed. A record one
+    job claimed would be taken from every other job, and counters that grow would say the input is
+    being used up while it is not."""
+    consumed = files.c.status.in_(USED)
+    counted = (select(files.c.dataset_id, _count(consumed).label("consumed"), func.min(case((consumed, files.c.id))).label("first"))
+               .where(files.c.keep_track.is_(False)).group_by(files.c.dataset_id).subquery())
+    d = datasets.c
+    rows = conn.execute(
+        select(d.id, d.task_id, d.n_files_used, d.n_files_finished, d.n_files_failed, counted.c.consumed, counted.c.first)
+        .join(counted, counted.c.dataset_id == d.id)
+        .where(d.master_id.is_not(None), d.type == "input",
+               or_(counted.c.consumed > 0, d.n_files_used != 0, d.n_files_finished != 0, d.n_files_failed != 0))
+        .order_by(d.id))
+    problems = []
+    for row in rows:
+        where = f"task {row.task_id} input dataset {row.id}: a many-time input"
+        if row.consumed:
+            problems.append(f"{where} has {row.consumed} records taken by jobs as if consumed (record {row.first} first)")
+        counters = {"n_files_used": row.n_files_used, "n_files_finished": row.n_files_finished, "n_files_failed": row.n_files_failed}
+        problems += [f"{where} counts {name} {value}, not 0" for name, value in counters.items() if value]
+    return problems
+
+
 CHECKS = (dataset_counters, leases_of_final_tasks, files_in_one_live_job, retry_history, records_of_live_jobs, work_done_once,
-          live_jobs_of_ended_tasks, outputs_registered_once, inputs_of_ended_tasks, assigned_jobs_await_input)
+          live_jobs_of_ended_tasks, outputs_registered_once, inputs_of_ended_tasks, assigned_jobs_await_input, many_time_not_consumed)
 
 
 def check_all(conn: Connection, *, dead_owners: Sequence[str] = (), no_live_passes: bool = False) -> list[str]:

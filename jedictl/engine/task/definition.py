@@ -237,6 +237,17 @@ def check_file_template(template: str, path: str) -> str:
     return template
 
 
+def input_role(dataset_type: str, is_master: bool, attributes: dict[str, Any] | None) -> str | None:
+    """How a task dataset is read, as `task show` and `explain` say it: `master` (split over the jobs),
+    `one-time` (a secondary each of whose files one job consumes) or `many-time` (a secondary read by
+    many jobs, consumed by none); None for what is not an input file dataset."""
+    if dataset_type != DatasetType.INPUT.value:
+        return None
+    if is_master:
+        return "master"
+    return "many-time" if DatasetAttributes.from_dict(attributes or {}).is_many_time else "one-time"
+
+
 def check_many_time(attributes: DatasetAttributes, is_master: bool, path: str) -> None:
     """A master is split over jobs, each file read once: it cannot be many-time; and a one-time input
     cannot share its files among jobs."""
