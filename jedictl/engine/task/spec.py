@@ -69,8 +69,8 @@ INPUT_KEYS = {
     "repeat": "secondary: reuse its files cyclically",
     "files_per_job": "secondary: this many files per job (np)",
     "reusable": "secondary: files may be used by several jobs",
-    "many_time": "secondary: read by many jobs (pile-up, conditions): counted as availability, not a transfer per job "
-                 "(default: true for nosplit, repeat and reusable inputs, else false; docs/task-spec.md)",
+    "many_time": "secondary: read by many jobs (pile-up, conditions): counted as availability, not as a transfer per job, "
+                 "and never consumed (default: true for nosplit, repeat and reusable inputs, else false; see Many-time and one-time inputs)",
     "event_ratio": "secondary: events per master event",
     "num_records": "seq_number: how many sequence numbers",
     "consistency_check": "only files the parent task finished (cc)",
