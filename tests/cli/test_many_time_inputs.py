@@ -172,6 +172,8 @@ def test_a_dataset_not_on_cvmfs_is_placed_as_usual(cli, store, tmp_path):
 
 def test_analysis_jobs_go_where_the_many_time_input_is_available_too(cli, store, tmp_path):
     task_id, rows = _prepare(cli, store, tmp_path, task({**PILEUP, "many_time": True}, label="user", io_intensity=0))
+    summary = cli.json("explain", "task", str(task_id), db=store, env=at())["summary"]
+    assert summary.endswith("analysis: jobs go to the data (held at A, B; with the many-time input at A)")
     assert rows["A"]["kept"] and rows["A"]["data"] == "holds the data (4 input files on disk)"
     assert rows["B"]["rule"] == "data_locality"
     assert rows["B"]["message"] == "data_locality: many-time input pileup not available here (A has the data and it)"
@@ -232,11 +234,30 @@ def test_the_catalog_fields_are_imported_shown_and_checked(cli, store, tmp_path)
     assert "sites[0].cvmfs: must be true or false" in cli("sites", "import", str(tmp_path / "bad.yaml"), db=store, code=2).stderr
 
 
-def test_a_site_without_cvmfs_is_said_to_have_none_after_the_upgrade(cli, store):
-    cli("db", "init", db=store)
-    document = json.dumps({"sites": [{"name": "OLD"}]})
-    cli("sites", "import", "-", db=store, input=document)
-    assert cli.json("sites", "show", "OLD", db=store)["cvmfs"] is False
+def test_migration_0012_goes_down_and_up_keeping_the_catalogs(cli, store, tmp_path):
+    """Down to 0008 drops the two columns without rebuilding a table (a rebuild on SQLite would cascade
+    to the sites' storage links and the catalog's files); up again, a site imported before says no cvmfs
+    until an import says otherwise, and a dataset is on storage."""
+    from alembic import command
+
+    from jedictl.store.migrate import alembic_config
+    from jedictl.store.revisions import HEAD_REVISION
+
+    def downgrade(conn, revision):
+        config = alembic_config()
+        config.attributes["connection"] = conn
+        command.downgrade(config, revision)
+
+    _import(cli, store, tmp_path, "grid", grid(), kind="sites")
+    _import(cli, store, tmp_path, "data", catalog())
+    before = row_counts(store)
+    run_sql(store, lambda conn: downgrade(conn, "0008"))
+    assert cli.json("db", "upgrade", db=store)["to_revision"] == HEAD_REVISION
+    assert row_counts(store) == before
+    assert [cli.json("sites", "show", site, db=store)["cvmfs"] for site in ("A", "C")] == [False, False]
+    assert cli.json("data", "show", "ddo.DBRelease.v34", db=store)["cvmfs"] is None
+    _import(cli, store, tmp_path, "again", catalog())
+    assert cli.json("data", "show", "ddo.DBRelease.v34", db=store)["cvmfs"] == DBR_PATH
 
 
 # ------------------------------------------------------------------------------------------ counting

@@ -24,7 +24,7 @@ Pure: `place_analysis` decides from plain values.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from jedictl.engine.brokerage.filters import NO_LOCALITY, SiteLocality
@@ -53,6 +53,7 @@ class DataPlacement:
     transfer: frozenset[str] = frozenset()  # kept sites whose jobs wait `assigned` for their input
     notes: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))  # site -> data-locality reason
     drops: Mapping[str, Drop] = field(default_factory=lambda: MappingProxyType({}))
+    many_time_at: frozenset[str] = frozenset()  # data sites preferred for having every many-time input too
 
     @property
     def applies(self) -> bool:
@@ -132,9 +133,11 @@ def _many_time(placement: DataPlacement, sites: Sequence[Site], locality: Mappin
     kept = [site.name for site in sites if site.name not in drops]
     complete = [name for name in kept if name in placement.holders and name not in lacking]
     transfer = set(placement.transfer)
+    preferred = frozenset()
     for name, missing in lacking.items():
         names = ", ".join(sorted(missing))
         if complete and name in placement.holders:
+            preferred = frozenset(complete)
             drops[name] = Drop(f"{RULE}: many-time input {names} not available here ({', '.join(complete)} "
                                f"{'has' if len(complete) == 1 else 'have'} the data and it)",
                                MappingProxyType({"many_time_missing": names}))
@@ -142,7 +145,7 @@ def _many_time(placement: DataPlacement, sites: Sequence[Site], locality: Mappin
         else:
             transfer.add(name)
             notes[name] = f"{notes.get(name, '')}; many-time {names} to be placed here once"
-    return _placement(placement.mode, placement.holders, sorted(transfer), notes, drops)
+    return replace(_placement(placement.mode, placement.holders, sorted(transfer), notes, drops), many_time_at=preferred)
 
 
 def _placement(mode: str, holders: frozenset[str], transfer: Sequence[str], notes: dict[str, str],

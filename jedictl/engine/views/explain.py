@@ -115,8 +115,9 @@ def explain_task(conn: Any, task_id: int, settings: Settings, now: datetime, dat
 def _data_summary(placement: Any) -> str:
     """One clause on where an analysis task's next jobs go relative to their data."""
     holders = ", ".join(sorted(placement.holders)) or "none"
+    many_time = f"; with the many-time input at {', '.join(sorted(placement.many_time_at))}" if placement.many_time_at else ""
     return {
-        "data": f"analysis: jobs go to the data (held at {holders})",
+        "data": f"analysis: jobs go to the data (held at {holders}{many_time})",
         "no_data": "analysis: no candidate site holds the input; jobs go with a transfer of their input",
         "timeout": f"analysis: every site with the data ({holders}) closed jobs of the task after ANALY_TIMEOUT; "
                    "jobs go to idle sites with a transfer of their input",
