@@ -6,7 +6,6 @@ the job generator and `explain`. The rows come from the store's named reads (sto
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 from jedictl.engine.catalogs.data import DataCatalog
@@ -17,6 +16,7 @@ from jedictl.engine.brokerage.model import (
     BrokerageCatalog,
     ChunkInput,
     ManyTimeInput,
+    SecondaryRecords,
     SiteLoad,
     SlotLoad,
     catalog_from_rows,
@@ -68,16 +68,6 @@ def recently_closed(conn: Any, task_id: int, since: Any) -> dict[str, int]:
 def next_chunk_files(conn: Any, task_id: int, limit: int) -> list[Any]:
     """The master input records the generator would take next: released, ready, still attemptable."""
     return store.next_chunk_files(conn, task_id, limit)
-
-
-@dataclass(frozen=True)
-class SecondaryRecords:
-    """The records of one secondary dataset a chunk's jobs read: (lfn, size, n_events, dataset name)
-    like the master's, and whether it is a many-time input (read by many jobs) or a one-time one."""
-
-    name: str
-    many_time: bool
-    records: tuple[tuple[Any, ...], ...]
 
 
 def chunk_of(records: Sequence[Any], catalog: DataCatalog, *, secondaries: Sequence[SecondaryRecords] = (),

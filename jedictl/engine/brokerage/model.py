@@ -361,6 +361,16 @@ class ManyTimeInput:
 
 
 @dataclass(frozen=True)
+class SecondaryRecords:
+    """The records of one secondary dataset a chunk's jobs read: (lfn, size, n_events, dataset name)
+    like the master's, and whether it is a many-time input (read by many jobs) or a one-time one."""
+
+    name: str
+    many_time: bool
+    records: tuple[tuple[Any, ...], ...]
+
+
+@dataclass(frozen=True)
 class ChunkInput:
     """The input of one chunk: file sizes and which endpoints hold a replica of which file.
 

@@ -21,9 +21,8 @@ from typing import Any, Callable
 from jedictl.clock import PassClock
 from jedictl.config import Settings
 from jedictl.engine.agent import PassReport
-from jedictl.engine.brokerage.analysis import first_location_group, is_analysis, transfer_endpoint
+from jedictl.engine.brokerage.analysis import first_location_group, is_analysis
 from jedictl.engine.brokerage.loading import (
-    SecondaryRecords,
     chunk_of,
     load_catalog,
     load_site_loads,
@@ -34,8 +33,9 @@ from jedictl.engine.brokerage.loading import (
 from jedictl.engine.catalogs.data import DataCatalog
 from jedictl.engine.brokerage.job_brokerage import broker_job_sites, pick_site, start_picking
 from jedictl.engine.brokerage import site_slots
-from jedictl.engine.brokerage.model import SiteLoad
-from jedictl.engine.generate.job_builder import InputTransfer, JobBuilder, TaskContext
+from jedictl.engine.brokerage.model import SecondaryRecords, SiteLoad
+from jedictl.engine.generate.input_transfers import cvmfs_lfns, input_transfers
+from jedictl.engine.generate.job_builder import JobBuilder, TaskContext
 from jedictl.engine.generate.merge_jobs import MergeConflict, make_merge_jobs
 from jedictl.engine.jobs.resources import job_priority
 from jedictl.engine.shares.usage import load_generation_order, task_ranks
@@ -258,7 +258,8 @@ class TaskGenerator:
             brokerage = broker()
         if not brokerage.ok:
             raise NoSite(brokerage.summary())
-        builder = JobBuilder(ctx, self.settings, self.now, _cvmfs_lfns(brokerage_input, claimed, read_by_jobs))
+        master_lfns = [row[1] for row in claimed]
+        builder = JobBuilder(ctx, self.settings, self.now, cvmfs_lfns(brokerage_input, master_lfns, read_by_jobs))
         by_id = {row.id: row for row in claimed}
         plan, excluded, refused, full = self._split(chunk, brokerage.candidates, max_jobs,
                                                     lambda site, sub: builder.refusal(site, sub, by_id))
@@ -273,7 +274,7 @@ class TaskGenerator:
             raise NoSite("the input fits no candidate site's limits" + (f" ({why})" if why else ""))
         secondary_rows = {row.id: row for _, rows, _ in secondaries for row in rows}
         claimed_secondaries = {row.id for _, rows, was_claimed in secondaries if was_claimed for row in rows}
-        transfers = self._transfers(brokerage, brokerage_input, claimed, read_by_jobs)
+        transfers = input_transfers(brokerage, brokerage_input, master_lfns, read_by_jobs, self.sites, self.catalog.endpoints)
         written = builder.write(conn, plan, by_id, secondary_rows, claimed_secondaries, transfers)
         for site, count in written.per_site.items():
             self._count(site, count, self._job_priority(), written.assigned.get(site, 0))
@@ -287,26 +288,6 @@ class TaskGenerator:
                 self.claimed_up_to[master.id] = min(unused) - 1 if unused else ids[-1]
         used_masters = sum(len(sub.master) for _, sub in plan)
         return len(plan), max(used_masters, 1)
-
-    def _transfers(self, brokerage: Any, chunk: Any, claimed: list[Any], read_by_jobs: list[SecondaryRecords]) -> dict[str, InputTransfer]:
-        """Per site chosen without the chunk's input (analysis brokerage): what it holds and where the rest
-        goes. A site that reads no endpoint reads its input remotely: nothing to wait for there. Files
-        read from cvmfs are never transferred; a many-time input available at the site is held whole."""
-        if not brokerage.transfer_sites:
-            return {}
-        lfns = _one_time_lfns(claimed, read_by_jobs)
-        on_cvmfs = _cvmfs_lfns(chunk, claimed, read_by_jobs)
-        many_time = {secondary.name: frozenset(record[0] for record in secondary.records) for secondary in read_by_jobs if secondary.many_time}
-        found = {}
-        for candidate in brokerage.candidates:
-            if candidate.site not in brokerage.transfer_sites:
-                continue
-            endpoint = transfer_endpoint(self.sites[candidate.site], self.catalog.endpoints)
-            if endpoint is not None:
-                held = frozenset(lfns[i] for i in candidate.local_disk_files).union(
-                    on_cvmfs, *(many_time.get(name, frozenset()) for name in candidate.many_time_held))
-                found[candidate.site] = InputTransfer(endpoint, held)
-        return found
 
     def _secondary(self, conn: Any, dataset: Any, n_master: int) -> tuple[SecondaryInput, list[Any], bool]:
         """A secondary's records for the chunk: claimed when each file serves one job (a one-time input); read
@@ -442,20 +423,6 @@ def _input_file(row: Any) -> InputFile:
     if row[2] is None:
         return InputFile(row[0], row[1], 0, *row[3:10])
     return InputFile(*row[:10])
-
-
-def _one_time_lfns(claimed: list[Any], read_by_jobs: list[SecondaryRecords]) -> list[str]:
-    """The brokerage chunk's file order (chunk_of): the master's LFNs, then the one-time secondaries'."""
-    return list(dict.fromkeys([row[1] for row in claimed] +
-                              [record[0] for secondary in read_by_jobs if not secondary.many_time for record in secondary.records]))
-
-
-def _cvmfs_lfns(chunk: Any, claimed: list[Any], read_by_jobs: list[SecondaryRecords]) -> frozenset[str]:
-    """The chunk's inputs read from cvmfs: its one-time files on cvmfs and the files of many-time inputs on cvmfs."""
-    lfns = _one_time_lfns(claimed, read_by_jobs)
-    on_cvmfs = {item.name for item in chunk.many_time if item.cvmfs}
-    return frozenset(lfns[i] for i in chunk.cvmfs_files).union(
-        record[0] for secondary in read_by_jobs if secondary.name in on_cvmfs for record in secondary.records)
 
 
 def _brokerage_records(rows: list[Any], ctx: TaskContext) -> list[tuple[Any, ...]]:

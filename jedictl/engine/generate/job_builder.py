@@ -16,6 +16,7 @@ from typing import Any, Mapping, Sequence
 
 from jedictl.config import Settings
 from jedictl.engine.brokerage.model import TaskRequirements, task_requirements_from_row
+from jedictl.engine.generate.input_transfers import InputTransfer
 from jedictl.engine.jobs.resources import (
     ChunkFile,
     OutputTemplate,
@@ -101,17 +102,6 @@ class Written:
     per_site: dict[str, int]
     used: frozenset[int]  # records read for the chunk that are now in a job (the others stay ready)
     assigned: dict[str, int] = dataclasses.field(default_factory=dict)  # of per_site: jobs waiting `assigned` for input
-
-
-@dataclass(frozen=True)
-class InputTransfer:
-    """A site chosen without (all of) the chunk's input (analysis brokerage): the input files it already
-    has -- on a disk endpoint it reads, on cvmfs, or in a many-time input available there -- and the
-    endpoint the others are to be transferred to. Its jobs that lack a file wait `assigned`; the missing
-    files' job_files rows name the endpoint (`destination`)."""
-
-    endpoint: str
-    held: frozenset[str]  # LFNs the site has
 
 
 class JobBuilder:
