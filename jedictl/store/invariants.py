@@ -13,6 +13,8 @@ from typing import Any, Sequence
 from sqlalchemy import Connection, and_, case, exists, func, literal, or_, select
 
 from jedictl.model import JOB_FINAL, TASK_FINAL, FileStatus, JobStatus, TaskStatus
+from jedictl.model.files import is_many_time
+from jedictl.store.bulk import slices
 from jedictl.store.files import record_events
 from jedictl.store.schema import (
     catalog_datasets, catalog_files, datasets, files, job_files, job_retry_history, jobs, task_status_history, tasks,
@@ -302,25 +304,27 @@ def assigned_jobs_await_input(conn: Connection) -> list[str]:
 
 def many_time_not_consumed(conn: Connection) -> list[str]:
     """A many-time secondary is read by many jobs and consumed by none (docs/task-spec.md, "Many-time and
-    one-time inputs"): none of its records -- untracked, as the feeder writes them -- is ever picked,
-    running, finished or failed, and its dataset counts no file used, finished or failed. A record one
-    job claimed would be taken from every other job, and counters that grow would say the input is
-    being used up while it is not."""
-    consumed = files.c.status.in_(USED)
-    counted = (select(files.c.dataset_id, _count(consumed).label("consumed"), func.min(case((consumed, files.c.id))).label("first"))
-               .where(files.c.keep_track.is_(False)).group_by(files.c.dataset_id).subquery())
+    one-time inputs"): none of its records is ever picked, running, finished or failed, and its dataset
+    counts no file used, finished or failed. A record one job claimed would be taken from every other
+    job, and counters that grow would say the input is being used up while it is not. Which datasets
+    are many-time is read from their attributes (`model.files.is_many_time`), not from how their
+    records are tracked: a store fed before the rule tracked some (a `repeat` or `nosplit` alone)."""
     d = datasets.c
-    rows = conn.execute(
-        select(d.id, d.task_id, d.n_files_used, d.n_files_finished, d.n_files_failed, counted.c.consumed, counted.c.first)
-        .join(counted, counted.c.dataset_id == d.id)
-        .where(d.master_id.is_not(None), d.type == "input",
-               or_(counted.c.consumed > 0, d.n_files_used != 0, d.n_files_finished != 0, d.n_files_failed != 0))
-        .order_by(d.id))
+    secondaries = conn.execute(select(d.id, d.task_id, d.attributes, d.n_files_used, d.n_files_finished, d.n_files_failed)
+                               .where(d.master_id.is_not(None), d.type == "input").order_by(d.id)).all()
+    many_time = {row.id: row for row in secondaries if is_many_time(row.attributes)}
+    consumed = files.c.status.in_(USED)
+    counted: dict[int, Any] = {}
+    for part in slices(sorted(many_time)):
+        for row in conn.execute(select(files.c.dataset_id, _count(consumed).label("consumed"), func.min(case((consumed, files.c.id))).label("first"))
+                                .where(files.c.dataset_id.in_(part)).group_by(files.c.dataset_id)):
+            counted[row.dataset_id] = row
     problems = []
-    for row in rows:
-        where = f"task {row.task_id} input dataset {row.id}: a many-time input"
-        if row.consumed:
-            problems.append(f"{where} has {row.consumed} records taken by jobs as if consumed (record {row.first} first)")
+    for dataset_id, row in many_time.items():
+        where = f"task {row.task_id} input dataset {dataset_id}: a many-time input"
+        records = counted.get(dataset_id)
+        if records is not None and records.consumed:
+            problems.append(f"{where} has {records.consumed} records taken by jobs as if consumed (record {records.first} first)")
         counters = {"n_files_used": row.n_files_used, "n_files_finished": row.n_files_finished, "n_files_failed": row.n_files_failed}
         problems += [f"{where} counts {name} {value}, not 0" for name, value in counters.items() if value]
     return problems

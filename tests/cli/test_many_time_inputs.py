@@ -117,6 +117,10 @@ def test_many_time_pileup_counts_as_availability_not_as_a_transfer_per_job(cli, 
     assert "many-time" not in rows["A"]["message"]
     assert rows["A"]["weight"] == rows["B"]["weight"]
 
+    # Fed untracked: no job ever takes one of its records for itself.
+    tracked = run_sql(store, lambda conn: dict(conn.execute(
+        select(datasets.c.name, files.c.keep_track).join(files, files.c.dataset_id == datasets.c.id).distinct()).all()))
+    assert (tracked["hits"], tracked["pileup"]) == (True, False)
     cli("generate", "--seed", "3", db=store, env=at())
     made = _jobs(store)
     assert len(made) == 4 and {job.status for job in made} == {"activated"}

@@ -16,6 +16,7 @@ from jedictl.engine.task.options import TaskOptions
 from jedictl.engine.task.templates import placeholder_problem
 from jedictl.errors import BadInput
 from jedictl.model import DatasetType
+from jedictl.model.files import is_many_time
 
 # Rucio-style names: letters, digits and . _ - : / + ; no spaces, quotes or shell metacharacters.
 # Anchored with \Z, not $: `$` also matches before a final newline, which let "name\n" through.
@@ -72,7 +73,7 @@ class DatasetAttributes:
     @property
     def is_many_time(self) -> bool:
         """A many-time input: marked so, or its files are shared by jobs (nosplit, repeat, reusable)."""
-        return self.shares_files if self.many_time is None else self.many_time
+        return is_many_time(self.as_dict())
 
     def as_dict(self) -> dict[str, Any]:
         """Only the attributes that differ from the defaults (what is stored and shown)."""
