@@ -223,6 +223,8 @@ class PilotSettings:
     idle_poll_seconds: float = _s(30.0, "without --once: seconds between dispatch calls while no job is available", "", above=0)
     idle_exit_seconds: float = _s(600.0, "without --once: exit after this long without a job (0: never)", "harvester: pilots that find no work end", low=0)
     workdir: str = _s("", "folder for the jobs' work directories (default: the system's temporary folder)", "")
+    cvmfs_root: str = _s("/cvmfs", "where the worker node mounts CernVM-FS: an input at /cvmfs/REPO/... is read at ROOT/REPO/...",
+                         "PanDA pilot: cvmfs-resident input is read at /cvmfs, not staged in")
 
 
 @dataclass(frozen=True)

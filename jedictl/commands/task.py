@@ -17,8 +17,8 @@ app = App(help="Inspect tasks and steer them: kill, retry, finish, incexec, paus
 
 LIST_VIEW = View(("task_id", "name", "user", "status", "priority", "work_queue", "gshare", "modified_at"), keep=4)
 SHOW_VIEW = View(tables={
-    "datasets": View(("dataset_id", "name", "type", "status", "n_files", "n_files_finished", "n_files_failed", "state", "n_events",
-                      "site", "destination"), keep=4),
+    "datasets": View(("dataset_id", "name", "type", "status", "input", "n_files", "n_files_finished", "n_files_failed", "reads",
+                      "state", "n_events", "site", "destination"), keep=4),
     "status_history": View(("status", "previous", "reason", "at", "by"), keep=3),
     "commands": View(("command", "qualifier", "status", "at", "by", "outcome", "comment"), keep=3),
 })

@@ -27,6 +27,7 @@ class CatalogDataset:
     kind: str  # dataset | container
     state: str  # open | closed
     scope: str | None = None
+    cvmfs_path: str | None = None  # the cvmfs directory its files are read from (no replica needed)
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,7 @@ class DatasetImport:
     files: list[CatalogFile]
     replicas: list[tuple[str, bool, tuple[str, ...] | None]]  # (endpoint, complete, files present if incomplete)
     attributes: dict[str, Any]
+    cvmfs_path: str | None = None  # None: leave an existing dataset's alone (new datasets are on storage)
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,14 @@ class ContainerImport:
 class CatalogImport:
     datasets: list[DatasetImport]
     containers: list[ContainerImport]
+
+
+CVMFS_ROOT = "/cvmfs"
+
+
+def cvmfs_file(directory: str, lfn: str) -> str:
+    """Where a file of a cvmfs-resident dataset is read: its dataset's cvmfs directory, then its name."""
+    return f"{directory.rstrip('/')}/{lfn}"
 
 
 def file_as_dict(file: CatalogFile) -> dict[str, Any]:

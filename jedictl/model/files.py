@@ -10,6 +10,18 @@ from typing import Any, NamedTuple
 from jedictl.model import FileStatus
 
 
+def is_many_time(attributes: Mapping[str, Any] | None) -> bool:
+    """Whether a secondary with these stored dataset attributes (DatasetAttributes.as_dict) is a many-time
+    input -- marked `many_time`, else sharing its files among jobs (nosplit, repeat, reusable) -- whose
+    records are read by many jobs, kept untracked and consumed by none. One rule for the engine (the
+    feeder, the generator) and the store (`check`)."""
+    values = attributes or {}
+    marked = values.get("many_time")
+    if marked is not None:
+        return bool(marked)
+    return bool(values.get("nosplit") or values.get("repeat") or values.get("reusable"))
+
+
 class JobFileRecord(NamedTuple):
     """A `job_files` row: attempt_nr is the file's attemptNr when the job was generated."""
 

@@ -92,6 +92,33 @@ def next_chunk_files(conn: Connection, task_id: int, limit: int) -> list[Row]:
     ))
 
 
+def secondary_datasets(conn: Connection, task_id: int) -> list[Row]:
+    """(id, name, attributes) of a task's secondary input datasets, in id order."""
+    return list(conn.execute(select(datasets.c.id, datasets.c.name, datasets.c.attributes).where(
+        datasets.c.task_id == task_id, datasets.c.master_id.is_not(None), datasets.c.type == "input").order_by(datasets.c.id)))
+
+
+def ready_records(conn: Connection, dataset_id: int, limit: int) -> list[Row]:
+    """(lfn, size, n_events, dataset) of a one-time secondary's next records a job would consume: ready,
+    still attemptable, in id order (what the generator claims; read here without a claim)."""
+    return list(conn.execute(
+        select(files.c.lfn, files.c.size, files.c.n_events, datasets.c.name.label("dataset"))
+        .join(datasets, datasets.c.id == files.c.dataset_id)
+        .where(files.c.dataset_id == dataset_id, files.c.status == FileStatus.READY.value,
+               (files.c.max_attempt.is_(None)) | (files.c.attempt_nr < files.c.max_attempt))
+        .order_by(files.c.id).limit(limit)))
+
+
+def shared_records(conn: Connection, dataset_id: int, limit: int) -> list[Row]:
+    """(lfn, size, n_events, dataset) of a many-time secondary's records as every chunk reads them: the
+    first `limit` not lost, in id order (store.jobs.read_files)."""
+    return list(conn.execute(
+        select(files.c.lfn, files.c.size, files.c.n_events, datasets.c.name.label("dataset"))
+        .join(datasets, datasets.c.id == files.c.dataset_id)
+        .where(files.c.dataset_id == dataset_id, files.c.status != FileStatus.LOST.value)
+        .order_by(files.c.id).limit(limit)))
+
+
 def dataset_tokens(conn: Connection, task_id: int, types: Collection[str]) -> list[Row]:
     """(id, storage_token) of a task's datasets of these types."""
     return list(conn.execute(select(datasets.c.id, datasets.c.storage_token).where(

@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterator, Sequence
 from sqlalchemy import Connection, delete, func, insert, select, update
 
 from jedictl.errors import BadInput, NotFound
-from jedictl.model.catalog import CatalogDataset, CatalogFile, CatalogImport, Replica, file_as_dict
+from jedictl.model.catalog import CatalogDataset, CatalogFile, CatalogImport, Replica, cvmfs_file, file_as_dict
 from jedictl.store.bulk import insert_tuples, slices
 from jedictl.store.schema import (
     catalog_container_members,
@@ -52,7 +52,7 @@ class StoreDataCatalog:
 
     def dataset(self, name: str) -> CatalogDataset | None:
         row = self.conn.execute(select(catalog_datasets).where(catalog_datasets.c.name == name)).first()
-        return CatalogDataset(name=row.name, kind=row.kind, state=row.state, scope=row.scope) if row else None
+        return CatalogDataset(name=row.name, kind=row.kind, state=row.state, scope=row.scope, cvmfs_path=row.cvmfs_path) if row else None
 
     def constituents(self, container: str) -> list[str]:
         row = self.conn.execute(select(catalog_datasets.c.id, catalog_datasets.c.kind).where(catalog_datasets.c.name == container)).first()
@@ -162,6 +162,23 @@ class StoreDataCatalog:
                 found.setdefault(replica.endpoint, set()).update(held)
         return found
 
+    def cvmfs_map(self, dataset: str, lfns: Sequence[str]) -> dict[str, str]:
+        wanted = set(lfns)
+        found: dict[str, str] = {}
+        members = self.constituents(dataset)
+        rows = self.conn.execute(select(catalog_datasets.c.id, catalog_datasets.c.name, catalog_datasets.c.cvmfs_path).where(
+            catalog_datasets.c.name.in_(members), catalog_datasets.c.cvmfs_path.is_not(None))).all() if members else []
+        for row in rows:
+            if members == [dataset]:  # a plain dataset: the files asked about are its own
+                in_dataset = wanted
+            else:
+                in_dataset = set()
+                for part in slices(sorted(wanted)):
+                    in_dataset.update(self.conn.execute(select(catalog_files.c.lfn).where(
+                        catalog_files.c.dataset_id == row.id, catalog_files.c.lfn.in_(part))).scalars())
+            found.update({lfn: cvmfs_file(row.cvmfs_path, lfn) for lfn in in_dataset})
+        return found
+
 
 # ------------------------------------------------------------------------------------- operations
 
@@ -190,7 +207,7 @@ def import_catalog(conn: Connection, data: CatalogImport, now: datetime) -> list
         if row is None:
             dataset_id = conn.execute(insert(catalog_datasets).values(
                 name=dataset.name, scope=dataset.scope, kind="dataset", state=dataset.state or "open",
-                attributes=dataset.attributes, created_at=now, modified_at=now,
+                cvmfs_path=dataset.cvmfs_path, attributes=dataset.attributes, created_at=now, modified_at=now,
             ).returning(catalog_datasets.c.id)).scalar_one()
             added = _insert_files(conn, dataset_id, dataset.files, now)
             action = "created"
@@ -198,9 +215,14 @@ def import_catalog(conn: Connection, data: CatalogImport, now: datetime) -> list
             dataset_id = row.id
             new = _new_files(conn, dataset_id, dataset.files, dataset.name, row.state)
             added = _insert_files(conn, dataset_id, new, now)
+            changes = {}
             if dataset.state and dataset.state != row.state:
-                conn.execute(update(catalog_datasets).where(catalog_datasets.c.id == dataset_id).values(state=dataset.state, modified_at=now))
-            action = "updated" if added or (dataset.state and dataset.state != row.state) else "unchanged"
+                changes["state"] = dataset.state
+            if dataset.cvmfs_path and dataset.cvmfs_path != row.cvmfs_path:
+                changes["cvmfs_path"] = dataset.cvmfs_path
+            if changes:
+                conn.execute(update(catalog_datasets).where(catalog_datasets.c.id == dataset_id).values(**changes, modified_at=now))
+            action = "updated" if added or changes else "unchanged"
         replicas_changed = _set_replicas(conn, dataset_id, dataset.name, dataset.replicas)
         if replicas_changed and action == "unchanged":
             action = "updated"
@@ -303,7 +325,8 @@ def list_datasets(conn: Connection, kind: str | None = None, state: str | None =
               .group_by(catalog_files.c.dataset_id).subquery())
     query = (select(catalog_datasets.c.name, catalog_datasets.c.kind, catalog_datasets.c.state, catalog_datasets.c.scope,
                     func.coalesce(counts.c.n_files, 0).label("n_files"), func.coalesce(counts.c.bytes, 0).label("bytes"),
-                    func.coalesce(counts.c.n_events, 0).label("n_events"), catalog_datasets.c.modified_at)
+                    func.coalesce(counts.c.n_events, 0).label("n_events"), catalog_datasets.c.cvmfs_path.label("cvmfs"),
+                    catalog_datasets.c.modified_at)
              .outerjoin(counts, counts.c.dataset_id == catalog_datasets.c.id).order_by(catalog_datasets.c.name))
     if kind:
         query = query.where(catalog_datasets.c.kind == kind)
@@ -346,7 +369,7 @@ def name_matcher(pattern: str) -> Callable[[str], bool]:
 def show_dataset(conn: Connection, name: str, with_files: bool) -> dict[str, Any]:
     row = _dataset_row(conn, name)
     catalog = StoreDataCatalog(conn)
-    data: dict[str, Any] = {"name": row.name, "kind": row.kind, "state": row.state, "scope": row.scope,
+    data: dict[str, Any] = {"name": row.name, "kind": row.kind, "state": row.state, "scope": row.scope, "cvmfs": row.cvmfs_path,
                             "created_at": row.created_at, "modified_at": row.modified_at}
     if row.kind == "container":
         data["datasets"] = catalog.constituents(name)

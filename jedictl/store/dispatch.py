@@ -203,3 +203,10 @@ def input_replicas(conn: Connection, wanted: Mapping[str, Sequence[str]]) -> dic
             if endpoints:
                 found[(dataset, lfn)] = endpoints
     return found
+
+
+def input_cvmfs(conn: Connection, wanted: Mapping[str, Sequence[str]]) -> dict[tuple[str, str], str]:
+    """The cvmfs path of each input read from cvmfs, keyed (dataset, lfn) as `input_replicas`: the files
+    of cvmfs-resident catalog datasets (one look-up per dataset)."""
+    catalog = StoreDataCatalog(conn)
+    return {(dataset, lfn): path for dataset, lfns in wanted.items() for lfn, path in catalog.cvmfs_map(dataset, lfns).items()}

@@ -13,6 +13,8 @@ from typing import Any, Sequence
 from sqlalchemy import Connection, and_, case, exists, func, literal, or_, select
 
 from jedictl.model import JOB_FINAL, TASK_FINAL, USER_CAP, FileStatus, JobStatus, TaskStatus
+from jedictl.model.files import is_many_time
+from jedictl.store.bulk import slices
 from jedictl.store.files import record_events
 from jedictl.store.schema import (
     catalog_container_members, catalog_datasets, catalog_files, datasets, files, job_files, job_retry_history, jobs, task_outputs,
@@ -83,7 +85,7 @@ def dataset_counters(conn: Connection) -> list[str]:
         where = f"task {row.task_id} {row.type} dataset {row.id}"
         if row.type in CLAIMED_TYPES:
             if row.records == 0 and row.untracked:
-                continue  # an untracked secondary (reusable, nosplit+repeat): its records are shared, not counted
+                continue  # an untracked (many-time) secondary: its records are shared, not counted
             expected = {"n_files": row.records, "n_files_missing": row.lost, "n_events": row.events, "n_files_used": row.used,
                         "n_files_finished": row.finished, "n_files_failed": row.failed}
             used, to_use, n_files = row.n_files_used, row.n_files_to_be_used, row.n_files
@@ -357,9 +359,37 @@ def throttled_jobs_are_released(conn: Connection) -> list[str]:
             f"the job)" for r in rows]
 
 
+def many_time_not_consumed(conn: Connection) -> list[str]:
+    """A many-time secondary is read by many jobs and consumed by none (docs/task-spec.md, "Many-time and
+    one-time inputs"): none of its records is ever picked, running, finished or failed, and its dataset
+    counts no file used, finished or failed. A record one job claimed would be taken from every other
+    job, and counters that grow would say the input is being used up while it is not. Which datasets
+    are many-time is read from their attributes (`model.files.is_many_time`), not from how their
+    records are tracked: a store fed before the rule tracked some (a `repeat` or `nosplit` alone)."""
+    d = datasets.c
+    secondaries = conn.execute(select(d.id, d.task_id, d.attributes, d.n_files_used, d.n_files_finished, d.n_files_failed)
+                               .where(d.master_id.is_not(None), d.type == "input").order_by(d.id)).all()
+    many_time = {row.id: row for row in secondaries if is_many_time(row.attributes)}
+    consumed = files.c.status.in_(USED)
+    counted: dict[int, Any] = {}
+    for part in slices(sorted(many_time)):
+        for row in conn.execute(select(files.c.dataset_id, _count(consumed).label("consumed"), func.min(case((consumed, files.c.id))).label("first"))
+                                .where(files.c.dataset_id.in_(part)).group_by(files.c.dataset_id)):
+            counted[row.dataset_id] = row
+    problems = []
+    for dataset_id, row in many_time.items():
+        where = f"task {row.task_id} input dataset {dataset_id}: a many-time input"
+        records = counted.get(dataset_id)
+        if records is not None and records.consumed:
+            problems.append(f"{where} has {records.consumed} records taken by jobs as if consumed (record {records.first} first)")
+        counters = {"n_files_used": row.n_files_used, "n_files_finished": row.n_files_finished, "n_files_failed": row.n_files_failed}
+        problems += [f"{where} counts {name} {value}, not 0" for name, value in counters.items() if value]
+    return problems
+
+
 CHECKS = (dataset_counters, leases_of_final_tasks, files_in_one_live_job, retry_history, records_of_live_jobs, work_done_once,
           live_jobs_of_ended_tasks, outputs_registered_once, inputs_of_ended_tasks, assigned_jobs_await_input, outputs_of_one_task,
-          site_datasets_in_their_container, throttled_jobs_are_released)
+          site_datasets_in_their_container, throttled_jobs_are_released, many_time_not_consumed)
 
 
 def check_all(conn: Connection, *, dead_owners: Sequence[str] = (), no_live_passes: bool = False) -> list[str]:

@@ -72,7 +72,7 @@ def claim_files(conn: Connection, dataset_id: int, limit: int, after_id: int = 0
 
 
 def read_files(conn: Connection, dataset_id: int, limit: int) -> list[Row]:
-    """Records of an untracked secondary (nosplit+repeat, reusable): read, never claimed."""
+    """Records of a many-time secondary (nosplit, repeat, reusable, many_time): read, never claimed."""
     return list(conn.execute(select(*CLAIM_COLUMNS).where(files.c.dataset_id == dataset_id, files.c.status != FileStatus.LOST.value)
                              .order_by(files.c.id).limit(limit)))
 

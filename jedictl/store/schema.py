@@ -501,6 +501,8 @@ sites = Table(
     # (docs/executing.md); None: nobody submits pilots here, executors come on their own.
     Column("batch", JSON),
     Column("container_runtime", String(16)),  # apptainer | docker: the pilot runs a job's container with it
+    # Its worker nodes mount CernVM-FS (PanDA's is_cvmfs): it can read cvmfs-resident datasets.
+    Column("cvmfs", Boolean, nullable=False, default=False),
     Column("attributes", JSON, nullable=False),
     Column("modified_at", TIME, nullable=False),
 )
@@ -564,6 +566,8 @@ catalog_datasets = Table(
     Column("scope", String(64)),
     Column("kind", String(16), nullable=False),  # dataset | container
     Column("state", String(16), nullable=False),  # open | closed
+    # The cvmfs directory its files are read from (/cvmfs/REPO/...): no replica, no stage-in. None: on storage.
+    Column("cvmfs_path", String(1024)),
     Column("attributes", JSON, nullable=False),
     Column("created_at", TIME, nullable=False),
     Column("modified_at", TIME, nullable=False),

@@ -6,19 +6,32 @@ from __future__ import annotations
 from sqlalchemy import Connection, Row, func, inspect, select
 
 from jedictl.store.database import create_store_engine
-from jedictl.store.schema import datasets, files, job_retry_history, jobs, tasks
+from jedictl.store.schema import datasets, files, job_files, job_retry_history, jobs, tasks
 
 #: What `job_status_counts_by` may group jobs by, besides their status.
 JOB_GROUPS = {"task": jobs.c.task_id, "site": jobs.c.site, "gshare": jobs.c.gshare}
 
 
 def files_by_status(conn: Connection, task_id: int) -> list[Row]:
-    """(dataset name, dataset type, file status, count) of a task's files, by dataset name and status."""
+    """(dataset name, dataset type, file status, count, dataset id) of a task's files, by dataset name and status."""
     return list(conn.execute(
-        select(datasets.c.name, datasets.c.type, files.c.status, func.count())
+        select(datasets.c.name, datasets.c.type, files.c.status, func.count(), datasets.c.id)
         .join(datasets, datasets.c.id == files.c.dataset_id).where(datasets.c.task_id == task_id)
-        .group_by(datasets.c.name, datasets.c.type, files.c.status).order_by(datasets.c.name, files.c.status)
+        .group_by(datasets.c.id, datasets.c.name, datasets.c.type, files.c.status).order_by(datasets.c.name, files.c.status)
     ))
+
+
+def reads_of(conn: Connection, dataset_ids: list[int]) -> dict[int, tuple[int, int]]:
+    """dataset id -> (file reads, distinct jobs) of these datasets' records in jobs, retries included:
+    how often a many-time input has been read (through the file index of job_files)."""
+    if not dataset_ids:
+        return {}
+    rows = conn.execute(
+        select(files.c.dataset_id, func.count(), func.count(func.distinct(job_files.c.job_id)))
+        .join(job_files, job_files.c.file_id == files.c.id)
+        .where(files.c.dataset_id.in_(dataset_ids), job_files.c.dataset_id == files.c.dataset_id)
+        .group_by(files.c.dataset_id))
+    return {dataset_id: (int(reads), int(n_jobs)) for dataset_id, reads, n_jobs in rows}
 
 
 def output_storage_tokens(conn: Connection, task_id: int) -> list[str]:

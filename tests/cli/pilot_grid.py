@@ -23,10 +23,10 @@ INPUT = "data.pilot.in"
 
 
 def sites_document(disk: Path, *, max_walltime: int = 172800, direct_io: bool = False, container_runtime: str | None = None,
-                   url: str | None = None) -> dict[str, Any]:
+                   url: str | None = None, cvmfs: bool = False) -> dict[str, Any]:
     site: dict[str, Any] = {"name": SITE, "nucleus": "N1", "core_count": 1, "core_power": 10.0, "max_memory": 4000,
                             "max_walltime": max_walltime, "max_scratch_mb": 100000, "read_endpoints": [ENDPOINT],
-                            "write_endpoints": [ENDPOINT], "direct_io": direct_io}
+                            "write_endpoints": [ENDPOINT], "direct_io": direct_io, "cvmfs": cvmfs}
     if container_runtime:
         site["container_runtime"] = container_runtime
     return {"nuclei": [{"name": "N1", "status": "active"}],

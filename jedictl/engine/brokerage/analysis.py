@@ -3,7 +3,8 @@
 Analysis jobs go where their input already is: for a `user` (or `panda`) task, the candidates of a
 chunk are the sites that hold every input file of the chunk on a disk endpoint they read (complete
 replicas, containers resolved to their datasets by the data catalog). The others are dropped, with the
-number of files they hold, so `explain` can say why.
+number of files they hold, so `explain` can say why. Files read from cvmfs need no replica; many-time
+inputs (pile-up, conditions) count by availability, not as files each job moves (`_many_time`).
 
 Sites without the data are used only in the seed's two cases:
 - no candidate site holds the data -- the jobs go where the weights say, and their input is transferred;
@@ -23,7 +24,7 @@ Pure: `place_analysis` decides from plain values.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from jedictl.engine.brokerage.filters import NO_LOCALITY, SiteLocality
@@ -52,6 +53,7 @@ class DataPlacement:
     transfer: frozenset[str] = frozenset()  # kept sites whose jobs wait `assigned` for their input
     notes: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))  # site -> data-locality reason
     drops: Mapping[str, Drop] = field(default_factory=lambda: MappingProxyType({}))
+    many_time_at: frozenset[str] = frozenset()  # data sites preferred for having every many-time input too
 
     @property
     def applies(self) -> bool:
@@ -67,11 +69,22 @@ def place_analysis(
     busy_hours: float,
     *,
     preassigned: bool = False,
+    many_time: frozenset[str] = frozenset(),
 ) -> DataPlacement:
     """Which of `sites` (the candidates that passed every other filter) an analysis chunk may use.
 
     `locality` is the chunk's input per site (disk files count; tape needs staging, so it does not),
-    `closed_recently` the task's jobs closed per site within the last `busy_hours`."""
+    `n_files` the one-time files that must be on storage (files read from cvmfs need no replica),
+    `closed_recently` the task's jobs closed per site within the last `busy_hours`.
+    `many_time` names the chunk's many-time inputs: they count by availability, not as files to hold
+    (`_many_time`)."""
+    placement = _follow_one_time(sites, locality, n_files, has_replicas, closed_recently, busy_hours, preassigned)
+    return _many_time(placement, sites, locality, many_time)
+
+
+def _follow_one_time(sites: Sequence[Site], locality: Mapping[str, SiteLocality], n_files: int, has_replicas: bool,
+                     closed_recently: Mapping[str, int], busy_hours: float, preassigned: bool) -> DataPlacement:
+    """The rule on the chunk's one-time input: the files each job reads once."""
     if n_files == 0 or not has_replicas:
         return DataPlacement("unknown")
     held = {site.name: len(locality.get(site.name, NO_LOCALITY).disk_files) for site in sites}
@@ -100,6 +113,39 @@ def place_analysis(
                         MappingProxyType({"files_here": held[name], "files": n_files})) for name in lacking}
     notes.update({name: partial(name) for name in lacking})
     return _placement("data", holders, (), notes, drops)
+
+
+def _many_time(placement: DataPlacement, sites: Sequence[Site], locality: Mapping[str, SiteLocality],
+               many_time: frozenset[str]) -> DataPlacement:
+    """Many-time inputs (pile-up, conditions) count by availability, not as files each job moves.
+
+    Among the data sites, those that have every many-time input available are preferred: the others
+    are dropped while one does. When none does, the many-time input is placed once where the jobs go
+    and kept there: the jobs of a kept site that lacks it wait `assigned` for that placement, as for
+    one-time input. Without one-time data to follow (mode `unknown`) the rule does not apply."""
+    if not many_time or not placement.applies:
+        return placement
+    lacking = {site.name: many_time - locality.get(site.name, NO_LOCALITY).many_time_held for site in sites}
+    lacking = {name: missing for name, missing in lacking.items() if missing and name not in placement.drops}
+    if not lacking:
+        return placement
+    notes, drops = dict(placement.notes), dict(placement.drops)
+    kept = [site.name for site in sites if site.name not in drops]
+    complete = [name for name in kept if name in placement.holders and name not in lacking]
+    transfer = set(placement.transfer)
+    preferred = frozenset()
+    for name, missing in lacking.items():
+        names = ", ".join(sorted(missing))
+        if complete and name in placement.holders:
+            preferred = frozenset(complete)
+            drops[name] = Drop(f"{RULE}: many-time input {names} not available here ({', '.join(complete)} "
+                               f"{'has' if len(complete) == 1 else 'have'} the data and it)",
+                               MappingProxyType({"many_time_missing": names}))
+            notes[name] = f"{notes.get(name, '')}; many-time {names} not available here"
+        else:
+            transfer.add(name)
+            notes[name] = f"{notes.get(name, '')}; many-time {names} to be placed here once"
+    return replace(_placement(placement.mode, placement.holders, sorted(transfer), notes, drops), many_time_at=preferred)
 
 
 def _placement(mode: str, holders: frozenset[str], transfer: Sequence[str], notes: dict[str, str],

@@ -10,13 +10,14 @@ dialog and is brokered again after `task_broker.retry_minutes`.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from datetime import datetime, timedelta
 from typing import Any, Callable
 
 from jedictl.config import Settings
 from jedictl.engine.agent import PassReport, leased_pass
-from jedictl.engine.brokerage.loading import chunk_of, load_catalog, load_site_loads, load_task_works, next_chunk_files
+from jedictl.engine.brokerage.loading import chunk_of, load_catalog, load_site_loads, load_task_works, next_chunk_files, task_secondaries
 from jedictl.engine.catalogs.data import DataCatalog
 from jedictl.engine.brokerage.model import task_requirements_from_row
 from jedictl.engine.task.options import options_from_dict
@@ -56,8 +57,12 @@ def _broker_one(conn: Any, task_id: int, catalog: Any, loads: Any, works: list[T
     requirements = task_requirements_from_row(task._mapping, options)
     outputs = brokerage_store.dataset_tokens(conn, task_id, OUTPUT_TYPES)
     tokens = sorted({row.storage_token or "" for row in outputs})
-    chunk = chunk_of(next_chunk_files(conn, task_id, settings.task_broker.input_files), data,
-                     files_per_job=options.n_files_per_job, events_per_job=options.n_events_per_job)
+    records = next_chunk_files(conn, task_id, settings.task_broker.input_files)
+    chunk = chunk_of(records, data, files_per_job=options.n_files_per_job, events_per_job=options.n_events_per_job)
+    secondaries = task_secondaries(conn, task_id, len(records), settings.generate.hard_max_files_per_job)
+    if secondaries:  # the nucleus is weighed on the master's locality; the secondaries say whether cvmfs is needed
+        needed = chunk_of(records, data, secondaries=secondaries).cvmfs_datasets
+        chunk = dataclasses.replace(chunk, cvmfs_datasets=tuple(dict.fromkeys(chunk.cvmfs_datasets + needed)))
     result = choose_nucleus(
         requirements, chunk, catalog, works, loads, settings.task_broker, settings.brokerage, rng,
         output_tokens=tokens, assigning_days=(now - task.state_changed_at).total_seconds() / 86400,

@@ -3,7 +3,7 @@ reason and the numbers behind it, applied in JEDI's order by `job_brokerage`.
 
 Order and rules follow AtlasProdJobBroker as described in jedi-inventory.md §6.5 and seed 000 "Job
 brokerage explained" (step 3, then the caps of step 5): status, the scout/high-priority rules
-(opportunistic and inactive sites), zero share, core count, software, memory, scratch disk, output
+(opportunistic and inactive sites), zero share, core count, software, cvmfs, memory, scratch disk, output
 storage, walltime, transferring jobs, negative T1 weight, pilots, input to move for IO-intensive tasks,
 the site's own caps (`site_slots`), queue length. A pre-assigned site skips the filters JEDI skips for it (`skip_when_preassigned`).
 """
@@ -59,11 +59,13 @@ DEFAULT_TUNING = JobBrokerTuning()
 
 @dataclass(frozen=True)
 class SiteLocality:
-    """Input of the chunk already at a site (disk and tape endpoints the site reads from)."""
+    """Input of the chunk already at a site (disk and tape endpoints the site reads from): its one-time
+    files, and the many-time inputs available there (whole on a disk endpoint it reads, or on cvmfs)."""
 
     disk_files: frozenset[int] = frozenset()
     tape_files: frozenset[int] = frozenset()
     disk_bytes: int = 0
+    many_time_held: frozenset[str] = frozenset()
 
 
 NO_LOCALITY = SiteLocality()
@@ -88,6 +90,9 @@ class BrokerContext:
     locality: Mapping[str, SiteLocality] = field(default_factory=dict)
     reference_bytes: int = 0  # the most input any surviving candidate holds (JEDI's totalSize)
     reference_files: int = 0
+    # The many-time inputs some surviving candidate has available: one no candidate has is placed
+    # wherever the jobs go, so, like one-time data no candidate holds, it favours nobody.
+    many_time_reference: frozenset[str] = frozenset()
     throttle: ThrottleSettings = field(default_factory=ThrottleSettings)  # the slot model's overflow
     start_loads: Mapping[str, SiteLoad] | None = None  # loads at the start of the pass (None: `loads`)
 
@@ -97,8 +102,15 @@ class BrokerContext:
     def local(self, site: Site) -> SiteLocality:
         return self.locality.get(site.name, NO_LOCALITY)
 
+    def many_time_missing(self, site: Site) -> frozenset[str]:
+        """Many-time inputs available at other candidates but not here: placed here once before the jobs read them."""
+        return self.many_time_reference - self.local(site).many_time_held
+
     def all_input_local(self, site: Site) -> bool:
-        return self.reference_bytes <= 0 or self.local(site).disk_bytes >= self.reference_bytes
+        """Nothing to move before the jobs can run: the one-time input is here, and every many-time input
+        some candidate has is available here too."""
+        one_time = self.reference_bytes <= 0 or self.local(site).disk_bytes >= self.reference_bytes
+        return one_time and not self.many_time_missing(site)
 
     @property
     def high_priority(self) -> bool:
@@ -239,6 +251,16 @@ def check_software(site: Site, ctx: BrokerContext) -> Drop | None:
         if any(_matches(name, offered) for name in names):
             return None
         return Drop(f"software: release {task.release} not installed", {"release": task.release})
+    return None
+
+
+def check_cvmfs(site: Site, ctx: BrokerContext) -> Drop | None:
+    """Input resident on cvmfs is read in place at its cvmfs path: no replica and no stage-in, but only
+    where the worker nodes mount cvmfs (the site's `cvmfs`; PanDA's is_cvmfs)."""
+    if ctx.chunk.cvmfs_datasets and not site.cvmfs:
+        names = ", ".join(ctx.chunk.cvmfs_datasets)
+        return Drop(f"cvmfs: input {names} is read from cvmfs and the site does not mount cvmfs",
+                    {"cvmfs_datasets": names, "site_cvmfs": False})
     return None
 
 
@@ -420,6 +442,7 @@ SITE_FILTERS: tuple[SiteFilter, ...] = (
     SiteFilter("core_count", per_site(check_core_count), "§6.5 core count (site cores >= task cores, or dynamic)", True),
     SiteFilter("direct_io", per_site(check_direct_io), "split rule IL=2 (allowInputLAN only): direct-IO sites only"),
     SiteFilter("software", per_site(check_software), "seed 000 'ATLAS Release'; §6.5 software/container"),
+    SiteFilter("cvmfs", per_site(check_cvmfs), "seed 000 'Dataset attributes: cvmfs'; PanDA queue is_cvmfs"),
     SiteFilter("memory", per_site(check_memory), "seed 000 'Memory probe and brokerage'; §6.5 memory x 0.9"),
     SiteFilter("scratch_disk", per_site(check_scratch_disk), "§6.5 scratch disk"),
     SiteFilter("storage", per_site(check_storage), "seed 000 'DISK size check 200GB', 'Blacklisted DDM endpoints'"),

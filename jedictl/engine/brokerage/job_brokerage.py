@@ -60,6 +60,7 @@ class SiteCandidate:
     n_free: int | None = None  # jobs the site's caps still let in (None: no caps)
     local_disk_files: frozenset[int] = frozenset()
     local_tape_files: frozenset[int] = frozenset()
+    many_time_held: frozenset[str] = frozenset()  # the chunk's many-time inputs available at the site
 
 
 @dataclass(frozen=True)
@@ -191,28 +192,29 @@ def run_filters(filters: Sequence[SiteFilter], sites: list[Site], ctx: BrokerCon
 # -------------------------------------------------------------------------------------- locality
 
 def site_locality(sites: Sequence[Site], chunk: ChunkInput, catalog: BrokerageCatalog) -> dict[str, SiteLocality]:
-    """Input files already at each site, as unions of per-endpoint sets; sites reading the same
-    endpoints share one computation."""
-    if not chunk.replicas:
+    """Input already at each site, as unions of per-endpoint sets; sites reading the same endpoints
+    share one computation. A many-time input is available at a site when one disk endpoint the site
+    reads holds all of it, or when it is on cvmfs and the site mounts cvmfs."""
+    if not chunk.replicas and not chunk.many_time:
         return {}
-    cache: dict[tuple[tuple[str, ...], tuple[str, ...]], SiteLocality] = {}
+    cache: dict[tuple[tuple[str, ...], tuple[str, ...], bool], SiteLocality] = {}
     result: dict[str, SiteLocality] = {}
     for site in sites:
         disk: list[str] = []
         tape: list[str] = []
         for name in site.read_endpoints or site.write_endpoints:
-            if name not in chunk.replicas:
-                continue
             endpoint = catalog.endpoints.get(name)
             if endpoint is not None and endpoint.blacklisted_read:
                 continue
             (tape if endpoint is not None and endpoint.is_tape else disk).append(name)
-        key = (tuple(disk), tuple(tape))
+        key = (tuple(disk), tuple(tape), site.cvmfs)
         locality = cache.get(key)
         if locality is None:
-            disk_files = frozenset().union(*(chunk.replicas[name] for name in disk))
-            tape_files = frozenset().union(*(chunk.replicas[name] for name in tape)) - disk_files
-            locality = SiteLocality(disk_files, tape_files, chunk.bytes_of(disk_files))
+            disk_files = frozenset().union(*(chunk.replicas[name] for name in disk if name in chunk.replicas))
+            tape_files = frozenset().union(*(chunk.replicas[name] for name in tape if name in chunk.replicas)) - disk_files
+            held = frozenset(item.name for item in chunk.many_time
+                             if (item.cvmfs and site.cvmfs) or not item.endpoints.isdisjoint(disk))
+            locality = SiteLocality(disk_files, tape_files, chunk.bytes_of(disk_files), held)
             cache[key] = locality
         result[site.name] = locality
     return result
@@ -221,10 +223,13 @@ def site_locality(sites: Sequence[Site], chunk: ChunkInput, catalog: BrokerageCa
 def with_locality(ctx: BrokerContext, sites: Sequence[Site]) -> BrokerContext:
     locality = site_locality(sites, ctx.chunk, ctx.catalog)
     # JEDI measures what a site lacks against the best-placed candidate (its "totalSize"), so data
-    # that no candidate holds neither drops nor penalises anyone.
+    # that no candidate holds neither drops nor penalises anyone. Many-time inputs are not part of the
+    # sizes: they count by availability (ChunkInput).
     reference_bytes = max((item.disk_bytes for item in locality.values()), default=0)
     reference_files = max((len(item.disk_files) for item in locality.values()), default=0)
-    return replace(ctx, locality=locality, reference_bytes=reference_bytes, reference_files=reference_files)
+    many_time_reference = frozenset().union(*(item.many_time_held for item in locality.values()))
+    return replace(ctx, locality=locality, reference_bytes=reference_bytes, reference_files=reference_files,
+                   many_time_reference=many_time_reference)
 
 
 # ---------------------------------------------------------------------------------------- weight
@@ -255,6 +260,12 @@ def site_weight(site: Site, ctx: BrokerContext) -> tuple[float, dict[str, float 
         weight *= ctx.t1_weight
         text += f" x t1 {ctx.t1_weight:g}"
         numbers["t1_weight"] = ctx.t1_weight
+    missing = ctx.many_time_missing(site)
+    if missing:
+        # Not a size: the many-time input is placed here once and kept (seed 000), so it only makes
+        # the site count its queue as one whose jobs wait for input (the assigned variant above).
+        text += f"; many-time {', '.join(sorted(missing))} to be placed here once"
+        numbers["many_time_missing"] = len(missing)
     return weight, numbers, text
 
 
@@ -275,7 +286,7 @@ def _candidate(site: Site, ctx: BrokerContext, weight: float, bootstrap: bool) -
     free = ctx.slot_decision(site).free if site_slots.has_caps(site, preassigned=ctx.preassigned) else None
     return SiteCandidate(site=site.name, weight=weight, n_running=counts.running, n_queued=queued,
                          n_running_cap=cap, bootstrap=bootstrap, local_disk_files=local.disk_files,
-                         local_tape_files=local.tape_files, n_free=free)
+                         local_tape_files=local.tape_files, n_free=free, many_time_held=local.many_time_held)
 
 
 # ------------------------------------------------------------------------------------- brokerage
@@ -303,8 +314,9 @@ def broker_job_sites(
     sites = run_filters(INPUT_FILTERS, sites, ctx, fates)
     placement = None
     if is_analysis(task) and not chunk.is_merge and sites:
-        placement = place_analysis(sites, ctx.locality, chunk.n_files, bool(chunk.replicas), closed_recently or {},
-                                   settings.analysis_busy_hours, preassigned=preassigned)
+        placement = place_analysis(sites, ctx.locality, chunk.n_files_on_storage, bool(chunk.replicas), closed_recently or {},
+                                   settings.analysis_busy_hours, preassigned=preassigned,
+                                   many_time=frozenset(item.name for item in chunk.many_time))
         for site in sites:
             drop = placement.drops.get(site.name)
             if drop is not None:

@@ -5,6 +5,7 @@ the job generator and `explain`. The rows come from the store's named reads (sto
 
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 from jedictl.engine.catalogs.data import DataCatalog
@@ -14,6 +15,8 @@ from jedictl.engine.brokerage.model import (
     SLOT_RUNNING,
     BrokerageCatalog,
     ChunkInput,
+    ManyTimeInput,
+    SecondaryRecords,
     SiteLoad,
     SlotLoad,
     catalog_from_rows,
@@ -24,6 +27,7 @@ from jedictl.engine.brokerage.model import (
 )
 from jedictl.engine.brokerage.task_brokerage import ACTIVE_FOR_RW, TaskWork
 from jedictl.engine.shares.throttler import QueueCounts, QueueLimits, ThrottleInput, resolve_limit
+from jedictl.engine.task.definition import DatasetAttributes
 from jedictl.store import brokerage as store
 
 #: Job statuses that load a site.
@@ -66,19 +70,28 @@ def next_chunk_files(conn: Any, task_id: int, limit: int) -> list[Any]:
     return store.next_chunk_files(conn, task_id, limit)
 
 
-def chunk_of(records: Sequence[Any], catalog: DataCatalog, *, files_per_job: int | None = None, events_per_job: int | None = None,
-             **flags: Any) -> ChunkInput:
-    """A ChunkInput for brokerage from (lfn, size, n_events, dataset name) records: one entry per file
-    (the ranges of one file count once), with its replicas. With the task's nFilesPerJob or
-    nEventsPerJob the filters judge the work of one job as the splitter will build it (`job_atom`)."""
+def chunk_of(records: Sequence[Any], catalog: DataCatalog, *, secondaries: Sequence[SecondaryRecords] = (),
+             files_per_job: int | None = None, events_per_job: int | None = None, **flags: Any) -> ChunkInput:
+    """A ChunkInput for brokerage from the master's (lfn, size, n_events, dataset name) records and the
+    secondaries the chunk's jobs read: one entry per one-time file (the ranges of one file count once) --
+    the master's, then the one-time secondaries' -- with its replicas and, for a cvmfs-resident
+    dataset, its place on cvmfs; each many-time secondary by its availability (ManyTimeInput). With the
+    task's nFilesPerJob or nEventsPerJob the filters judge the work of one job as the splitter will
+    build it from the master (`job_atom`)."""
     seen: dict[str, tuple[str, int, int | None]] = {}
     by_dataset: dict[str, list[str]] = {}
-    for lfn, size, n_events, dataset in records:
-        if lfn not in seen:
-            seen[lfn] = (lfn, size or 0, n_events)
-            by_dataset.setdefault(dataset, []).append(lfn)
+    one_time = [record for secondary in secondaries if not secondary.many_time for record in secondary.records]
+    n_master = 0
+    for part in (records, one_time):
+        for lfn, size, n_events, dataset in part:
+            if lfn not in seen:
+                seen[lfn] = (lfn, size or 0, n_events)
+                by_dataset.setdefault(dataset, []).append(lfn)
+        n_master = n_master or len(seen)
     position = {lfn: i for i, lfn in enumerate(seen)}
     held_at: dict[str, set[int]] = {}
+    cvmfs: set[int] = set()
+    cvmfs_datasets: list[str] = []
     for dataset, lfns in by_dataset.items():
         every: list[int] | None = None
         for endpoint, held in catalog.replica_map(dataset, lfns).items():
@@ -87,10 +100,44 @@ def chunk_of(records: Sequence[Any], catalog: DataCatalog, *, files_per_job: int
                 held_at.setdefault(endpoint, set()).update(every)
             else:
                 held_at.setdefault(endpoint, set()).update(position[lfn] for lfn in held if lfn in position)
+        on_cvmfs = catalog.cvmfs_map(dataset, lfns)
+        if on_cvmfs:
+            cvmfs.update(position[lfn] for lfn in on_cvmfs if lfn in position)
+            cvmfs_datasets.append(dataset)
+    many_time = tuple(many_time_input(secondary, catalog) for secondary in secondaries if secondary.many_time and secondary.records)
+    cvmfs_datasets.extend(item.name for item in many_time if item.cvmfs)
     entries = list(seen.values())
-    atom_bytes, atom_events = job_atom([int(size or 0) for _, size, _ in entries], [int(n or 0) for _, _, n in entries],
+    masters = entries[:n_master]
+    atom_bytes, atom_events = job_atom([int(size or 0) for _, size, _ in masters], [int(n or 0) for _, _, n in masters],
                                        files_per_job, events_per_job)
-    return chunk_input_held(entries, held_at, max_atom_bytes=atom_bytes, max_atom_events=atom_events, **flags)
+    return chunk_input_held(entries, held_at, cvmfs, max_atom_bytes=atom_bytes, max_atom_events=atom_events,
+                            many_time=many_time, cvmfs_datasets=tuple(dict.fromkeys(cvmfs_datasets)), **flags)
+
+
+def many_time_input(secondary: SecondaryRecords, catalog: DataCatalog) -> ManyTimeInput:
+    """A many-time secondary as brokerage weighs it: available at the endpoints that hold every file the
+    jobs read of it, or -- every file on cvmfs -- wherever cvmfs is mounted."""
+    sizes = {record[0]: int(record[1] or 0) for record in secondary.records}
+    held = catalog.replica_map(secondary.name, list(sizes))
+    complete = frozenset(endpoint for endpoint, lfns in held.items() if len(set(lfns) & sizes.keys()) == len(sizes))
+    on_cvmfs = len(catalog.cvmfs_map(secondary.name, list(sizes))) == len(sizes)
+    return ManyTimeInput(secondary.name, len(sizes), sum(sizes.values()), complete, on_cvmfs)
+
+
+def task_secondaries(conn: Any, task_id: int, n_master: int, max_shared_files: int) -> list[SecondaryRecords]:
+    """The secondary records the next chunk's jobs would read, for a brokerage that claims nothing
+    (`explain`, the Task Broker): a one-time secondary's next ready records by its ratio (or np) to the
+    `n_master` master files, a many-time one's first records (every chunk reads it from its start)."""
+    found = []
+    for dataset_id, name, attributes in store.secondary_datasets(conn, task_id):
+        values = DatasetAttributes.from_dict(attributes or {})
+        if values.is_many_time:
+            rows = store.shared_records(conn, dataset_id, max_shared_files)
+        else:
+            per_master = values.n_files_per_job or max(1, math.ceil(values.ratio or 1))
+            rows = store.ready_records(conn, dataset_id, per_master * max(n_master, 1))
+        found.append(SecondaryRecords(name, values.is_many_time, tuple(tuple(row) for row in rows)))
+    return found
 
 
 NOT_RUNNING = ("assigned", "activated", "starting", "sent")

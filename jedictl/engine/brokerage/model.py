@@ -75,6 +75,7 @@ class Site:
     pilots_active: bool = True
     pilots_reason: str | None = None  # why `jedictl harvest` turned pilots_active off
     direct_io: bool = False
+    cvmfs: bool = False  # its worker nodes mount /cvmfs: it reads cvmfs-resident datasets in place
     transferring_limit: int | None = None
     read_endpoints: tuple[str, ...] = ()
     write_endpoints: tuple[str, ...] = ()
@@ -144,7 +145,7 @@ def site_from_row(row: Mapping[str, Any], storage_rows: Iterable[Mapping[str, An
         max_running=row.get("max_running"), max_queued=row.get("max_queued"),
         job_caps=MappingProxyType(dict(row.get("job_caps") or {})),
         pilots_active=bool(row.get("pilots_active", True)), pilots_reason=row.get("pilots_reason"),
-        direct_io=bool(row.get("direct_io")),
+        direct_io=bool(row.get("direct_io")), cvmfs=bool(row.get("cvmfs")),
         transferring_limit=row.get("transferring_limit"),
         read_endpoints=tuple(read), write_endpoints=tuple(write),
         opportunistic=bool(attributes.get("opportunistic")), attributes=MappingProxyType(attributes),
@@ -350,12 +351,41 @@ def task_requirements_from_row(row: Mapping[str, Any], options: TaskOptions | No
 
 
 @dataclass(frozen=True)
+class ManyTimeInput:
+    """A many-time input of a chunk (seed 000, "Different treatment of input datasets"): pile-up or
+    conditions that many jobs read. What matters at a site is whether it is available there -- every
+    file of it on one disk endpoint the site reads, or on cvmfs at a site that mounts it -- not its
+    size per job: it is placed once and kept, never transferred for each job as one-time input is."""
+
+    name: str
+    n_files: int = 0
+    total_bytes: int = 0
+    endpoints: frozenset[str] = frozenset()  # endpoints that hold every file of it
+    cvmfs: bool = False  # resident on cvmfs: available at every site that mounts it
+
+
+@dataclass(frozen=True)
+class SecondaryRecords:
+    """The records of one secondary dataset a chunk's jobs read: (lfn, size, n_events, dataset name)
+    like the master's, and whether it is a many-time input (read by many jobs) or a one-time one."""
+
+    name: str
+    many_time: bool
+    records: tuple[tuple[Any, ...], ...]
+
+
+@dataclass(frozen=True)
 class ChunkInput:
     """The input of one chunk: file sizes and which endpoints hold a replica of which file.
 
     `replicas` maps an endpoint name to the indexes (into `file_sizes`) of the files it holds; disk or
     tape comes from the catalog. Sets per endpoint keep brokerage over thousands of sites cheap: a site's
     local data is a union of a few sets, never a per-site x per-file loop.
+
+    The files are the chunk's one-time input -- its master files, then the one-time secondaries' files
+    its jobs consume -- each read by one job and charged as a transfer where it is missing. Files read
+    from cvmfs (`cvmfs_files`) need no replica: only a site that mounts cvmfs. Many-time inputs are not
+    among the files; they count as availability (`many_time`).
     """
 
     file_sizes: tuple[int, ...] = ()
@@ -366,6 +396,14 @@ class ChunkInput:
     is_scout: bool = False
     is_merge: bool = False
     ram_count: int | None = None  # per-file RAM override of the chunk (retry module)
+    cvmfs_files: frozenset[int] = frozenset()  # indexes of files read from cvmfs: no replica, no transfer
+    many_time: tuple[ManyTimeInput, ...] = ()
+    cvmfs_datasets: tuple[str, ...] = ()  # the input datasets read from cvmfs (one-time or many-time)
+
+    @property
+    def n_files_on_storage(self) -> int:
+        """Files that must be on a storage endpoint the site reads (every file not read from cvmfs)."""
+        return len(self.file_sizes) - len(self.cvmfs_files)
 
     @cached_property
     def total_bytes(self) -> int:
@@ -395,24 +433,28 @@ class ChunkInput:
 def chunk_input(
     files: Sequence[tuple[str, int, int | None]],
     replicas: Iterable[tuple[str, str]],
+    cvmfs: Iterable[str] = (),
     **flags: Any,
 ) -> ChunkInput:
-    """A ChunkInput from (lfn, size, events) triples and (lfn, endpoint) replica pairs."""
+    """A ChunkInput from (lfn, size, events) triples, (lfn, endpoint) replica pairs and the LFNs read from cvmfs."""
     index = {lfn: i for i, (lfn, _, _) in enumerate(files)}
     by_endpoint: dict[str, set[int]] = {}
     for lfn, endpoint in replicas:
         position = index.get(lfn)
         if position is not None:
             by_endpoint.setdefault(endpoint, set()).add(position)
-    return chunk_input_held(files, by_endpoint, **flags)
+    return chunk_input_held(files, by_endpoint, frozenset(index[lfn] for lfn in cvmfs if lfn in index), **flags)
 
 
-def chunk_input_held(files: Sequence[tuple[str, int, int | None]], held: Mapping[str, Iterable[int]], **flags: Any) -> ChunkInput:
-    """A ChunkInput from (lfn, size, events) triples and, per endpoint, the positions of the files it holds."""
+def chunk_input_held(files: Sequence[tuple[str, int, int | None]], held: Mapping[str, Iterable[int]], cvmfs_files: Iterable[int] = (),
+                     **flags: Any) -> ChunkInput:
+    """A ChunkInput from (lfn, size, events) triples and, per endpoint, the positions of the files it holds
+    (and the positions of those read from cvmfs)."""
     return ChunkInput(
         file_sizes=tuple(int(size or 0) for _, size, _ in files),
         file_events=tuple(int(events or 0) for _, _, events in files),
         replicas=MappingProxyType({name: frozenset(found) for name, found in held.items()}),
+        cvmfs_files=frozenset(cvmfs_files),
         **flags,
     )
 

@@ -8,6 +8,7 @@ implement the same methods and slot in without touching the engine.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Iterator, Mapping, Protocol, Sequence
 
 from jedictl.engine.input import fields
@@ -15,6 +16,7 @@ from jedictl.engine.task.definition import check_name
 from jedictl.errors import BadInput
 from jedictl.model.choices import CATALOG_STATES
 from jedictl.model.catalog import (  # noqa: F401 (file_as_dict: re-exported)
+    CVMFS_ROOT,
     CatalogDataset,
     CatalogFile,
     CatalogImport,
@@ -45,10 +47,15 @@ class DataCatalog(Protocol):
     def replica_map(self, dataset: str, lfns: Sequence[str]) -> dict[str, set[str]]:
         """Endpoint -> those of `lfns` it holds (a dataset or a container)."""
 
+    def cvmfs_map(self, dataset: str, lfns: Sequence[str]) -> dict[str, str]:
+        """LFN -> its path on cvmfs, for those of `lfns` in a cvmfs-resident dataset (of a container)."""
+
 
 # ------------------------------------------------------------------------------------ import file
 
-_DATASET_KEYS = ("name", "scope", "state", "files", "replicas", "attributes")
+_DATASET_KEYS = ("name", "scope", "state", "files", "replicas", "attributes", "cvmfs")
+#: A cvmfs directory: absolute, under /cvmfs/<repository>/, plain path segments only.
+_CVMFS_SEGMENT = re.compile(r"^[A-Za-z0-9_.+\-]+\Z")
 _FILE_KEYS = ("lfn", "scope", "guid", "size", "checksum", "events", "run", "lumi_blocks")
 
 
@@ -116,7 +123,22 @@ def parse_dataset(raw: Any, path: str, known_endpoints: set[str]) -> DatasetImpo
                 raise BadInput(f"{lfn!r} is not a file of this dataset", f"{where}.files[{position}]")
         replicas.append((endpoint, complete, tuple(present) if not complete else None))
     return DatasetImport(name=name, scope=fields.text(body.get("scope"), f"{path}.scope", max_length=64), state=state,
-                         files=files, replicas=replicas, attributes=fields.free_form(body.get("attributes"), f"{path}.attributes"))
+                         files=files, replicas=replicas, attributes=fields.free_form(body.get("attributes"), f"{path}.attributes"),
+                         cvmfs_path=parse_cvmfs_path(body.get("cvmfs"), f"{path}.cvmfs"))
+
+
+def parse_cvmfs_path(value: Any, path: str) -> str | None:
+    """A dataset's cvmfs directory, `/cvmfs/REPOSITORY/...`: its files are read there, at every site
+    that mounts cvmfs, with no replica and no stage-in (docs/data-catalog.md)."""
+    text = fields.text(value, path, max_length=1024)
+    if text is None:
+        return None
+    parts = text.rstrip("/").split("/")
+    if parts[:2] != ["", CVMFS_ROOT.strip("/")] or len(parts) < 3:
+        raise BadInput(f"must be a directory under {CVMFS_ROOT}/, e.g. {CVMFS_ROOT}/atlas-condb.cern.ch/repo/conditions", path)
+    if not all(_CVMFS_SEGMENT.match(part) and part not in (".", "..") for part in parts[2:]):
+        raise BadInput("must be a plain path: letters, digits and . _ - + between single slashes, no . or ..", path)
+    return "/".join(parts)
 
 
 def parse_files(raw: Any, path: str) -> list[CatalogFile]:

@@ -143,6 +143,7 @@ SITE_FIELDS: dict[str, Callable[[Any, str], Any]] = {
     "job_caps": _caps,
     "pilots_active": _flag_default(True),
     "direct_io": _flag_default(False),
+    "cvmfs": _flag_default(False),  # its worker nodes mount /cvmfs (PanDA's is_cvmfs)
     "transferring_limit": _count,
     "batch": _batch,
     "container_runtime": lambda v, p: None if v is None else _choice(CONTAINER_RUNTIMES)(v, p),

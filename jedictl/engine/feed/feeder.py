@@ -173,7 +173,9 @@ class TaskFeeder:
     def _spec(self, dataset: Any, is_master: bool) -> FeedSpec:
         o = self.options
         attributes = DatasetAttributes.from_dict(dataset.attributes or {})
-        untracked = (attributes.nosplit and attributes.repeat) or attributes.reusable
+        # A many-time secondary is read by many jobs, never consumed by one: its records are not tracked
+        # (JEDI's toKeepTrack is false for reusable and nosplit+repeat; jedictl: every many-time input).
+        untracked = not is_master and attributes.is_many_time
         max_attempt = None if untracked else (1 if o.disable_auto_retry else o.max_attempt or self.settings.feed.default_max_attempt)
         return FeedSpec(
             is_master=is_master, keep_track=not untracked, max_attempt=max_attempt, max_failure=None if untracked else o.max_failure,

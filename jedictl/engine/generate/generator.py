@@ -22,13 +22,21 @@ from typing import Any, Callable
 from jedictl.clock import PassClock
 from jedictl.config import Settings
 from jedictl.engine.agent import PassReport
-from jedictl.engine.brokerage.analysis import first_location_group, is_analysis, transfer_endpoint
-from jedictl.engine.brokerage.loading import chunk_of, load_catalog, load_site_loads, load_throttle_input, locked_slot_loads, recently_closed
+from jedictl.engine.brokerage.analysis import first_location_group, is_analysis
+from jedictl.engine.brokerage.loading import (
+    chunk_of,
+    load_catalog,
+    load_site_loads,
+    load_throttle_input,
+    locked_slot_loads,
+    recently_closed,
+)
 from jedictl.engine.catalogs.data import DataCatalog
 from jedictl.engine.brokerage.job_brokerage import broker_job_sites, pick_site, start_picking
 from jedictl.engine.brokerage import site_slots
-from jedictl.engine.brokerage.model import SiteLoad
-from jedictl.engine.generate.job_builder import InputTransfer, JobBuilder, TaskContext
+from jedictl.engine.brokerage.model import SecondaryRecords, SiteLoad
+from jedictl.engine.generate.input_transfers import cvmfs_lfns, input_transfers
+from jedictl.engine.generate.job_builder import JobBuilder, TaskContext
 from jedictl.engine.generate.merge_jobs import MergeConflict, make_merge_jobs
 from jedictl.engine.jobs.resources import job_priority
 from jedictl.engine.shares.usage import load_generation_order, task_ranks
@@ -248,6 +256,11 @@ class TaskGenerator:
         master_files = tuple(_input_file(row) for row in claimed)
         secondaries = tuple(self._secondary(conn, dataset, len(master_files)) for dataset in ctx.secondaries)
         chunk = InputChunk(master=master_files, secondaries=tuple(s for s, _, _ in secondaries))
+        read_by_jobs = [SecondaryRecords(dataset.name, not was_claimed, tuple((row[1], row[2], row[3], dataset.name) for row in rows))
+                        for dataset, (_, rows, was_claimed) in zip(ctx.secondaries, secondaries, strict=True)]
+        if read_by_jobs:  # one-time secondaries are charged like the master, many-time ones count by availability
+            brokerage_input = chunk_of(_brokerage_records(claimed, ctx), data, secondaries=read_by_jobs, is_scout=ctx.scout,
+                                       files_per_job=ctx.live_options.n_files_per_job, events_per_job=ctx.live_options.n_events_per_job)
 
         def broker() -> Any:
             return broker_job_sites(ctx.requirements, brokerage_input, self.catalog, self.loads, self.settings.brokerage,
@@ -264,7 +277,8 @@ class TaskGenerator:
             brokerage = broker()
         if not brokerage.ok:
             raise NoSite(brokerage.summary())
-        builder = JobBuilder(ctx, self.settings, self.now)
+        master_lfns = [row[1] for row in claimed]
+        builder = JobBuilder(ctx, self.settings, self.now, cvmfs_lfns(brokerage_input, master_lfns, read_by_jobs))
         by_id = {row.id: row for row in claimed}
         plan, excluded, refused, full = self._split(chunk, brokerage.candidates, max_jobs,
                                                     lambda site, sub: builder.refusal(site, sub, by_id))
@@ -279,7 +293,8 @@ class TaskGenerator:
             raise NoSite("the input fits no candidate site's limits" + (f" ({why})" if why else ""))
         secondary_rows = {row.id: row for _, rows, _ in secondaries for row in rows}
         claimed_secondaries = {row.id for _, rows, was_claimed in secondaries if was_claimed for row in rows}
-        written = builder.write(conn, plan, by_id, secondary_rows, claimed_secondaries, self._transfers(brokerage, claimed))
+        transfers = input_transfers(brokerage, brokerage_input, master_lfns, read_by_jobs, self.sites, self.catalog.endpoints)
+        written = builder.write(conn, plan, by_id, secondary_rows, claimed_secondaries, transfers)
         for site, count in written.per_site.items():
             self._count(site, count, self._job_priority(), written.assigned.get(site, 0))
         # Records read but put in no job were never written: they are still `ready` (store.jobs). The next
@@ -293,26 +308,12 @@ class TaskGenerator:
         used_masters = sum(len(sub.master) for _, sub in plan)
         return len(plan), max(used_masters, 1)
 
-    def _transfers(self, brokerage: Any, claimed: list[Any]) -> dict[str, InputTransfer]:
-        """Per site chosen without the chunk's input (analysis brokerage): what it holds and where the rest
-        goes. A site that reads no endpoint reads its input remotely: nothing to wait for there."""
-        if not brokerage.transfer_sites:
-            return {}
-        lfns = list(dict.fromkeys(row[1] for row in claimed))  # the brokerage chunk's file order (chunk_of)
-        found = {}
-        for candidate in brokerage.candidates:
-            if candidate.site not in brokerage.transfer_sites:
-                continue
-            endpoint = transfer_endpoint(self.sites[candidate.site], self.catalog.endpoints)
-            if endpoint is not None:
-                found[candidate.site] = InputTransfer(endpoint, frozenset(lfns[i] for i in candidate.local_disk_files))
-        return found
-
     def _secondary(self, conn: Any, dataset: Any, n_master: int) -> tuple[SecondaryInput, list[Any], bool]:
-        """A secondary's records for the chunk: claimed when each file serves one job; read when files are
-        shared (nosplit: every job gets them all; repeat: reused cyclically; reusable)."""
+        """A secondary's records for the chunk: claimed when each file serves one job (a one-time input); read
+        when it is a many-time input, whose files many jobs share (nosplit: every job gets them all; repeat:
+        reused cyclically; reusable or marked many_time: rewound when too few are left)."""
         attributes = DatasetAttributes.from_dict(dataset.attributes or {})
-        shared = attributes.nosplit or attributes.repeat or attributes.reusable
+        shared = attributes.is_many_time
         if shared:
             rows = job_store.read_files(conn, dataset.id, self.settings.generate.hard_max_files_per_job)
         else:

@@ -16,6 +16,7 @@ from typing import Any, Mapping, Sequence
 
 from jedictl.config import Settings
 from jedictl.engine.brokerage.model import TaskRequirements, task_requirements_from_row
+from jedictl.engine.generate.input_transfers import InputTransfer
 from jedictl.engine.jobs.resources import (
     ChunkFile,
     OutputTemplate,
@@ -106,19 +107,10 @@ class Written:
     assigned: dict[str, int] = dataclasses.field(default_factory=dict)  # of per_site: jobs waiting `assigned` for input
 
 
-@dataclass(frozen=True)
-class InputTransfer:
-    """A site chosen without (all of) the chunk's input (analysis brokerage): the master files it already
-    holds on disk, and the endpoint the others are to be transferred to. Its jobs that lack a file wait
-    `assigned`; the missing files' job_files rows name the endpoint (`destination`)."""
-
-    endpoint: str
-    held: frozenset[str]  # LFNs already at the site
-
-
 class JobBuilder:
-    def __init__(self, context: TaskContext, settings: Settings, now: datetime):
+    def __init__(self, context: TaskContext, settings: Settings, now: datetime, cvmfs_lfns: frozenset[str] = frozenset()):
         self.ctx, self.settings, self.now = context, settings, now
+        self.cvmfs_lfns = cvmfs_lfns  # inputs read in place on cvmfs: no scratch space for them
         self._rtype_cache: dict[tuple[int, int | None], str | None] = {}
         self._site_cache: dict[str, SiteResources] = {}
         self._uncapped_cache: dict[str, SiteResources] = {}
@@ -157,7 +149,10 @@ class JobBuilder:
         for index, ((site, sub), job_id) in enumerate(zip(plan, job_ids, strict=True)):
             masters = [claimed[record.file_id] for record in sub.master]
             transfer = transfers.get(site.name)
-            missing = {row[C_LFN] for row in masters if row[C_LFN] not in transfer.held} if transfer else set()
+            missing = set()
+            if transfer:  # every input the job reads that the site lacks: master and secondary alike
+                missing = {row[C_LFN] for row in masters if row[C_LFN] not in transfer.held}
+                missing.update(record.lfn for records in sub.secondaries for record in records if record.lfn not in transfer.held)
             fetch_to = transfer.endpoint if missing else None
             job_status = JobStatus.ASSIGNED.value if missing else status
             planned = self._planned.get(id(sub))
@@ -195,7 +190,8 @@ class JobBuilder:
                 for record in records:
                     row = secondary_rows[record.file_id]
                     file_rows.append((job_id, task.id, row[C_DATASET], row[C_ID], row[C_LFN], streams[row[C_DATASET]][2], row[C_ATTEMPT],
-                                      "ready", row[C_SCOPE], row[C_GUID], row[C_SIZE], row[C_CHECKSUM], None))
+                                      "ready", row[C_SCOPE], row[C_GUID], row[C_SIZE], row[C_CHECKSUM],
+                                      fetch_to if row[C_LFN] in missing else None))
                     if row[C_ID] in claimed_secondaries:
                         used[row[C_DATASET]].add(row[C_ID])
                         started.append((job_id, now, running, row[C_ID]))
@@ -255,11 +251,12 @@ class JobBuilder:
         return assign_random_seeds(n, [SeedRecord(r.id, r.first_event, r.attempt_nr) for r in released], largest,
                                    ctx.options.random_seed_offset or 0)
 
-    @staticmethod
-    def _chunk_files(sub: Any, masters: list[Any]) -> list[ChunkFile]:
-        chunk = [ChunkFile(row[C_ATTEMPT], r.size, r.n_events, r.start_event, r.end_event, row[C_RAM]) for r, row in zip(sub.master, masters, strict=True)]
+    def _chunk_files(self, sub: Any, masters: list[Any]) -> list[ChunkFile]:
+        cvmfs = self.cvmfs_lfns
+        chunk = [ChunkFile(row[C_ATTEMPT], r.size, r.n_events, r.start_event, r.end_event, row[C_RAM], cached=r.lfn in cvmfs)
+                 for r, row in zip(sub.master, masters, strict=True)]
         for records in sub.secondaries:
-            chunk.extend(ChunkFile(0, r.size, r.n_events, is_master=False) for r in records)
+            chunk.extend(ChunkFile(0, r.size, r.n_events, is_master=False, cached=r.lfn in cvmfs) for r in records)
         return chunk
 
     def _site(self, site: Any) -> SiteResources:

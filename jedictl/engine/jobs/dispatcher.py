@@ -146,9 +146,11 @@ def dispatch_jobs(store: Any, settings: Settings, request: DispatchRequest, now:
             return []
         rows = dispatch_store.load_jobs(conn, job_ids)
         files = dispatch_store.load_files(conn, job_ids)
-        replicas = dispatch_store.input_replicas(conn, wanted_replicas(files.values()))
+        wanted = wanted_replicas(files.values())
+        replicas = dispatch_store.input_replicas(conn, wanted)
+        cvmfs = dispatch_store.input_cvmfs(conn, wanted)
     rows.sort(key=lambda job: order_key(job, ranks))
-    return [job_payload(job, files.get(job.id, []), replicas) for job in rows]
+    return [job_payload(job, files.get(job.id, []), replicas, cvmfs) for job in rows]
 
 
 def wanted_replicas(files_per_job: Any) -> dict[str, list[str]]:
@@ -161,12 +163,15 @@ def wanted_replicas(files_per_job: Any) -> dict[str, list[str]]:
     return {dataset: sorted(lfns) for dataset, lfns in wanted.items()}
 
 
-def job_payload(job: Any, files: Sequence[Any], replicas: Mapping[tuple[str, str], Sequence[str]]) -> dict[str, Any]:
+def job_payload(job: Any, files: Sequence[Any], replicas: Mapping[tuple[str, str], Sequence[str]],
+                cvmfs: Mapping[tuple[str, str], str] | None = None) -> dict[str, Any]:
     """What an executor receives for one job (docs/executor-protocol.md): a plain dict of plain values.
 
     `job` is a jobs row (attribute access), `files` its job files with `dataset` (the task dataset's
-    name), `replicas` the endpoints per (dataset, lfn) of catalog inputs, sorted.
+    name), `replicas` the endpoints per (dataset, lfn) of catalog inputs, sorted, `cvmfs` the path of those
+    read in place from cvmfs (no stage-in).
     """
+    cvmfs = cvmfs or {}
     inputs, outputs = [], []
     for row in files:
         if row.type in OUTPUT_TYPES:
@@ -174,7 +179,7 @@ def job_payload(job: Any, files: Sequence[Any], replicas: Mapping[tuple[str, str
         else:
             inputs.append({"lfn": row.lfn, "scope": row.scope, "guid": row.guid, "size": row.size, "checksum": row.checksum,
                            "dataset": row.dataset, "type": row.type, "attempt_nr": row.attempt_nr,
-                           "replicas": list(replicas.get((row.dataset, row.lfn), ()))})
+                           "replicas": list(replicas.get((row.dataset, row.lfn), ())), "cvmfs": cvmfs.get((row.dataset, row.lfn))})
     return {
         "job_id": job.id,
         "task_id": job.task_id,
@@ -210,5 +215,5 @@ PAYLOAD_KEYS = ("job_id", "task_id", "task_job", "attempt_nr", "site", "status",
                 "transformation", "job_parameters", "architecture", "release", "trans_home", "container_name", "core_count",
                 "min_ram_count", "max_walltime", "max_disk_count", "max_cpu_count", "priority", "gshare", "resource_type",
                 "is_scout", "kind", "inputs", "outputs")
-INPUT_KEYS = ("lfn", "scope", "guid", "size", "checksum", "dataset", "type", "attempt_nr", "replicas")
+INPUT_KEYS = ("lfn", "scope", "guid", "size", "checksum", "dataset", "type", "attempt_nr", "replicas", "cvmfs")
 OUTPUT_KEYS = ("lfn", "dataset", "type", "destination")

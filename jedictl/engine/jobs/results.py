@@ -145,7 +145,7 @@ def _skip_reason(job_file: JobFileRecord, record: FileRecord | None) -> str:
     if record is None:
         return "no file record"
     if not record.keep_track:
-        return "not tracked (reusable or nosplit+repeat secondary)"
+        return "not tracked (a many-time secondary: read by many jobs, consumed by none)"
     if record.attempt_nr != job_file.attempt_nr:
         return f"file is at attempt {record.attempt_nr}, the job used attempt {job_file.attempt_nr}"
     expected = _INPUT_LIVE if job_file.type in INPUT_JOB_FILE_TYPES else _OUTPUT_LIVE

@@ -81,9 +81,11 @@ def _run(ctx: PilotContext, payload: Mapping[str, Any], control: JobControl) -> 
         job_log("dispatched to %s as attempt %s", ctx.site, payload.get("attempt_nr"))
         payload = staging.with_destinations(payload, ctx.write_endpoint)
         urls = _endpoint_urls(ctx, payload)
-        roots = staging.stage_in(payload, workdir, urls, ctx.direct_io)
-        job_log("staged in %d input(s)%s", sum(1 for i in payload.get("inputs", []) if i.get("type") not in staging.NOTHING_TO_STAGE),
-                " (symlinks: direct I/O)" if ctx.direct_io else "")
+        roots, on_cvmfs = staging.stage_in(payload, workdir, urls, ctx.direct_io, ctx.settings.pilot.cvmfs_root)
+        staged_in = sum(1 for i in payload.get("inputs", []) if i.get("type") not in staging.NOTHING_TO_STAGE and not i.get("cvmfs"))
+        job_log("staged in %d input(s)%s", staged_in, " (symlinks: direct I/O)" if ctx.direct_io else "")
+        if on_cvmfs:
+            job_log("read %d input(s) in place from cvmfs (no stage-in)", on_cvmfs)
         argv = _argv(ctx, payload, workdir, roots)
         if not control.stopped:
             _beat_running(ctx, control)

@@ -1,7 +1,8 @@
 """Files in and out of a job's work directory, at their deterministic paths on the endpoints.
 
 Stage-in reads each real input from the first endpoint (in the payload's order) that holds it and has a
-URL; a site with direct_io gets a symlink instead of a copy. Stage-out first checks that every output
+URL; a site with direct_io gets a symlink instead of a copy. An input on cvmfs is not staged in at all:
+the job reads it at its cvmfs path (a symlink in the work directory names it). Stage-out first checks that every output
 exists (a missing one fails the job before anything is written), then copies each to its destination;
 if one fails, those already written are removed again. Outputs are only ever written for a finished
 job, and removed again if its report is not accepted (`undo`): a job either has its files registered
@@ -14,13 +15,14 @@ import io
 import tarfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Mapping, Sequence
 
 from jedictl.engine.pilot.codes import MISSING_OUTPUT, NO_REPLICA, STAGE_IN_FAILED, STAGE_OUT_FAILED, PilotError
 from jedictl.engine.storage import transfer
 from jedictl.engine.storage.paths import endpoint_root, replica_path, replica_scope
 from jedictl.engine.storage.transfer import StorageError
+from jedictl.model.catalog import CVMFS_ROOT
 
 LOG_TYPES = frozenset({"log", "trn_log"})
 OUTPUT_TYPES = frozenset({"output", "trn_output"})
@@ -51,12 +53,33 @@ def input_source(item: Mapping[str, Any], urls: Mapping[str, str | None]) -> Pat
     raise PilotError(NO_REPLICA, f"No replica of {item['lfn']} on an endpoint with a URL (held by {held})")
 
 
-def stage_in(payload: Mapping[str, Any], workdir: Path, urls: Mapping[str, str | None], direct_io: bool) -> list[str]:
-    """Every real input into `workdir`; the endpoint roots read directly (a container must mount them)."""
+def cvmfs_source(item: Mapping[str, Any], cvmfs_root: str) -> Path:
+    """Where this worker node has an input that lives on cvmfs: its `/cvmfs/REPO/...` path with /cvmfs
+    replaced by the node's mount point (`pilot.cvmfs_root`, /cvmfs unless the node mounts it elsewhere)."""
+    relative = PurePosixPath(item["cvmfs"]).relative_to(CVMFS_ROOT)
+    return Path(cvmfs_root) / relative
+
+
+def stage_in(payload: Mapping[str, Any], workdir: Path, urls: Mapping[str, str | None], direct_io: bool,
+             cvmfs_root: str = CVMFS_ROOT) -> tuple[list[str], int]:
+    """Every real input into `workdir`; the endpoint roots read directly (a container must mount them)
+    and how many inputs were read in place from cvmfs. An input on cvmfs is not staged in: no replica,
+    no copy, no checksum -- a symlink to its cvmfs path, which must exist (1331 if cvmfs is not there)."""
     roots: set[str] = set()
     done: set[str] = set()
+    on_cvmfs = 0
     for item in payload.get("inputs", []):
         if item.get("type") in NOTHING_TO_STAGE or item["lfn"] in done:
+            continue
+        if item.get("cvmfs"):
+            try:
+                transfer.link_in_place(cvmfs_source(item, cvmfs_root), workdir / item["lfn"])
+            except (StorageError, ValueError) as exc:
+                code, diag = (exc.code, exc.diag) if isinstance(exc, StorageError) else (STAGE_IN_FAILED, f"bad cvmfs path {item['cvmfs']}")
+                raise PilotError(code, diag) from exc
+            done.add(item["lfn"])
+            roots.add(cvmfs_root)
+            on_cvmfs += 1
             continue
         source = input_source(item, urls)
         try:
@@ -66,7 +89,7 @@ def stage_in(payload: Mapping[str, Any], workdir: Path, urls: Mapping[str, str |
         done.add(item["lfn"])
         if direct_io:
             roots.add(str(source.parent))
-    return sorted(roots)
+    return sorted(roots), on_cvmfs
 
 
 def with_destinations(payload: Mapping[str, Any], write_endpoint: str | None) -> Mapping[str, Any]:

@@ -105,6 +105,29 @@ def stage_in(source: Path, dest: Path, *, size: int | None, checksum: str | None
         raise StorageError(STAGEINFAILED, f"stage-in of {source} to {dest} failed: {exc.strerror or exc}") from None
 
 
+def link_in_place(source: Path, dest: Path) -> None:
+    """An input read in place (a file on cvmfs): no copy and no read -- the file system it lives on
+    serves and verifies it -- only a symlink at dest, so the payload finds it by name.
+
+    1331 the file is not there (cvmfs not mounted, or not at that path); 1099 any other failure."""
+    source, dest = Path(source), Path(dest)
+    try:
+        if not source.is_file():
+            raise StorageError(MISSINGINPUTFILE, f"Input file is missing on cvmfs: {source}")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        temporary = _temporary(dest)
+        try:
+            os.symlink(source.absolute(), temporary)
+            os.replace(temporary, dest)
+        finally:
+            if os.path.lexists(temporary):
+                os.unlink(temporary)
+    except StorageError:
+        raise
+    except OSError as exc:
+        raise StorageError(STAGEINFAILED, f"linking {source} to {dest} failed: {exc.strerror or exc}") from None
+
+
 def _verify_input(source: Path, result: Digester, size: int | None, expected) -> None:  # noqa: ANN001
     if size is not None and result.size != size:
         raise StorageError(GETADMISMATCH, f"size of {source} is {result.size}, the catalog says {size}")

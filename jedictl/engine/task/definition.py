@@ -17,6 +17,7 @@ from jedictl.engine.task.options import TaskOptions
 from jedictl.engine.task.templates import placeholder_problem
 from jedictl.errors import BadInput
 from jedictl.model import DatasetType
+from jedictl.model.files import is_many_time
 
 # Rucio-style names: letters, digits and . _ - : / + ; no spaces, quotes or shell metacharacters.
 # Anchored with \Z, not $: `$` also matches before a final newline, which let "name\n" through.
@@ -63,6 +64,20 @@ class DatasetAttributes:
     # An output container (an output or log named `<outDS>/`): each site its jobs go to gets a dataset
     # of its own inside it (seed 000 "Workflow for analysis" step 5). Set by the refiner, not a JEDI token.
     per_site: bool = False
+    # Seed 000 "Different treatment of input datasets": a many-time input is read by many jobs (pile-up,
+    # conditions) and counted as availability; a one-time input is read by one job and charged as a
+    # transfer. None: decided by how the files join jobs (`is_many_time`).
+    many_time: bool | None = None
+
+    @property
+    def shares_files(self) -> bool:
+        """Files that join many jobs: every job gets them all (nosplit), they cycle (repeat) or rewind (reusable)."""
+        return self.nosplit or self.repeat or self.reusable
+
+    @property
+    def is_many_time(self) -> bool:
+        """A many-time input: marked so, or its files are shared by jobs (nosplit, repeat, reusable)."""
+        return is_many_time(self.as_dict())
 
     def as_dict(self) -> dict[str, Any]:
         """Only the attributes that differ from the defaults (what is stored and shown)."""
@@ -84,6 +99,7 @@ class DatasetAttributes:
             "ratio": "ratio", "nosplit": "nosplit", "repeat": "repeat", "n_files_per_job": "np", "reusable": "ru",
             "offset": "of", "num_records": "nr", "event_ratio": "er", "consistency_check": "cc", "merge_only": "mo",
             "allow_no_output": "an", "transient": "tr", "random_order": "rd", "use_duplicated": "ud", "index_consistent": "ic",
+            "many_time": "manytime",
         }
         out = []
         for key, token in names.items():
@@ -263,9 +279,32 @@ def check_file_template(template: str, path: str) -> str:
     return template
 
 
+def input_role(dataset_type: str, is_master: bool, attributes: dict[str, Any] | None) -> str | None:
+    """How a task dataset is read, as `task show` and `explain` say it: `master` (split over the jobs),
+    `one-time` (a secondary each of whose files one job consumes) or `many-time` (a secondary read by
+    many jobs, consumed by none); None for what is not an input file dataset."""
+    if dataset_type != DatasetType.INPUT.value:
+        return None
+    if is_master:
+        return "master"
+    return "many-time" if DatasetAttributes.from_dict(attributes or {}).is_many_time else "one-time"
+
+
+def check_many_time(attributes: DatasetAttributes, is_master: bool, path: str) -> None:
+    """A master is split over jobs, each file read once: it cannot be many-time; and a one-time input
+    cannot share its files among jobs."""
+    if is_master and attributes.many_time:
+        raise BadInput("many_time applies to secondary inputs only: the master's files are split over the jobs", path)
+    if attributes.many_time is False and attributes.shares_files:
+        raise BadInput("a one-time input is read by one job: it cannot be nosplit, repeat or reusable", path)
+
+
 def check_datasets(datasets: list[DatasetDef], path: str) -> None:
     """Rules that hold for both formats once all datasets are known."""
     if not any(d.type in (DatasetType.OUTPUT, DatasetType.LOG) for d in datasets):
         raise BadInput("the task writes nothing: at least one output (or log) dataset is required", path)
     if not any(d.is_master for d in datasets):
         raise BadInput("the task has no input: give an input dataset or set no_input", path)
+    for d in datasets:
+        if d.type == DatasetType.INPUT:
+            check_many_time(d.attributes, d.is_master, d.path or path)

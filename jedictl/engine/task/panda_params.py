@@ -298,7 +298,7 @@ class _ItemParser:
 
 
 _TOKEN_FLAGS = {"nosplit": "nosplit", "repeat": "repeat", "ru": "reusable", "cc": "consistency_check", "mo": "merge_only",
-                "an": "allow_no_output", "rd": "random_order", "ud": "use_duplicated", "ic": "index_consistent", "manytime": "reusable"}
+                "an": "allow_no_output", "rd": "random_order", "ud": "use_duplicated", "ic": "index_consistent", "manytime": "many_time"}
 _TOKEN_VALUES = {"ratio": ("ratio", float), "np": ("n_files_per_job", int), "of": ("offset", int), "nr": ("num_records", int),
                  "er": ("event_ratio", float), "tr": ("transient", lambda v: v == "1")}
 

@@ -69,6 +69,8 @@ INPUT_KEYS = {
     "repeat": "secondary: reuse its files cyclically",
     "files_per_job": "secondary: this many files per job (np)",
     "reusable": "secondary: files may be used by several jobs",
+    "many_time": "secondary: read by many jobs (pile-up, conditions): counted as availability, not as a transfer per job, "
+                 "and never consumed (default: true for nosplit, repeat and reusable inputs, else false; see Many-time and one-time inputs)",
     "event_ratio": "secondary: events per master event",
     "num_records": "seq_number: how many sequence numbers",
     "consistency_check": "only files the parent task finished (cc)",
@@ -228,6 +230,7 @@ def _input(item: Any, path: str, first: bool, used: set[str]) -> list[DatasetDef
         expand=fields.flag(body.get("expand"), f"{path}.expand"),
         consistency_check=fields.flag(body.get("consistency_check"), f"{path}.consistency_check"),
         random_order=fields.flag(body.get("random_order"), f"{path}.random_order"),
+        many_time=None if body.get("many_time") is None else fields.flag(body.get("many_time"), f"{path}.many_time"),
     )
     if first and (attributes.ratio or attributes.nosplit or attributes.repeat or attributes.n_files_per_job):
         raise BadInput("ratio, nosplit, repeat and files_per_job apply to secondary inputs only", path)

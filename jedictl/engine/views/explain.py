@@ -9,6 +9,7 @@ its network term (the link its outputs or missing input cross, once a network ma
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from datetime import datetime, timedelta
 from typing import Any
@@ -23,10 +24,12 @@ from jedictl.engine.brokerage.loading import (
     load_throttle_input,
     next_chunk_files,
     recently_closed,
+    task_secondaries,
 )
 from jedictl.engine.catalogs.data import DataCatalog
 from jedictl.engine.brokerage.job_brokerage import broker_job_sites
 from jedictl.engine.brokerage.model import task_requirements_from_row
+from jedictl.engine.task.definition import input_role
 from jedictl.engine.task.options import options_from_dict
 from jedictl.engine.brokerage.task_brokerage import choose_nucleus
 from jedictl.engine.shares.throttler import throttle_decision
@@ -34,6 +37,7 @@ from jedictl.engine.shares.user_caps import ANALYSIS_LABELS, Load, account_of, c
 from jedictl.engine.shares.user_usage import load_accounts
 from jedictl.engine.task.privileges import Privileges
 from jedictl.model import TASK_FINAL, TaskStatus
+from jedictl.store import datasets as dataset_store
 from jedictl.store import tasks as task_store
 from jedictl.store import user_caps as cap_store
 from jedictl.store import views as view_store
@@ -69,16 +73,23 @@ def explain_task(conn: Any, task_id: int, settings: Settings, now: datetime, dat
     requirements = task_requirements_from_row(task._mapping, options)
     records = next_chunk_files(conn, task_id, settings.task_broker.input_files)
 
-    def chunk_from(rows: Any) -> Any:
-        return chunk_of(rows, data, is_scout=task.status in (TaskStatus.READY.value, TaskStatus.SCOUTING.value) and not options.skip_scout and not task.scouts_done,
+    def chunk_from(rows: Any, secondaries: Any = ()) -> Any:
+        return chunk_of(rows, data, secondaries=secondaries,
+                        is_scout=task.status in (TaskStatus.READY.value, TaskStatus.SCOUTING.value) and not options.skip_scout and not task.scouts_done,
                         files_per_job=options.n_files_per_job, events_per_job=options.n_events_per_job)
 
-    chunk = job_chunk = chunk_from(records)
+    chunk = chunk_from(records)
+    job_records = records
     if is_analysis(requirements) and chunk.n_files:  # as the generator does: the files stored where the first one is
         lfns = list(dict.fromkeys(record[0] for record in records))
         kept = {lfns[index] for index in first_location_group(chunk)}
         if len(kept) < chunk.n_files:
-            job_chunk = chunk_from([record for record in records if record[0] in kept])
+            job_records = [record for record in records if record[0] in kept]
+    # The secondaries its jobs read: one-time ones charged like the master, many-time ones by availability.
+    secondaries = task_secondaries(conn, task_id, len(job_records), settings.generate.hard_max_files_per_job)
+    job_chunk = chunk_from(job_records, secondaries)
+    # The Task Broker weighs the master's locality; the secondaries only say whether cvmfs is needed.
+    chunk = dataclasses.replace(chunk, cvmfs_datasets=tuple(dict.fromkeys(chunk.cvmfs_datasets + job_chunk.cvmfs_datasets)))
     if task.status == TaskStatus.ASSIGNING.value:
         tokens = view_store.output_storage_tokens(conn, task_id)
         nuclei = choose_nucleus(requirements, chunk, catalog, load_task_works(conn), loads, settings.task_broker, settings.brokerage,
@@ -143,8 +154,9 @@ def _capped_reason(account: Any, load: Load, caps: Any, settings: Settings) -> s
 def _data_summary(placement: Any) -> str:
     """One clause on where an analysis task's next jobs go relative to their data."""
     holders = ", ".join(sorted(placement.holders)) or "none"
+    many_time = f"; with the many-time input at {', '.join(sorted(placement.many_time_at))}" if placement.many_time_at else ""
     return {
-        "data": f"analysis: jobs go to the data (held at {holders})",
+        "data": f"analysis: jobs go to the data (held at {holders}{many_time})",
         "no_data": "analysis: no candidate site holds the input; jobs go with a transfer of their input",
         "timeout": f"analysis: every site with the data ({holders}) closed jobs of the task after ANALY_TIMEOUT; "
                    "jobs go to idle sites with a transfer of their input",
@@ -153,7 +165,11 @@ def _data_summary(placement: Any) -> str:
 
 
 def _files_by_status(conn: Any, task_id: int) -> list[dict[str, Any]]:
-    return [{"dataset": r[0], "type": r[1], "status": r[2], "files": r[3]} for r in view_store.files_by_status(conn, task_id)]
+    """The task's files by dataset and status, each dataset with how it is read: a many-time input's
+    records stay `ready` for good -- they are read by many jobs, consumed by none."""
+    roles = {d.id: input_role(d.type, d.master_id is None, d.attributes) for d in dataset_store.datasets_of(conn, task_id)}
+    return [{"dataset": r[0], "type": r[1], "input": roles.get(r[4]), "status": r[2], "files": r[3]}
+            for r in view_store.files_by_status(conn, task_id)]
 
 
 def _fate_row(row: dict[str, Any]) -> dict[str, Any]:

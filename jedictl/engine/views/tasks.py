@@ -5,12 +5,14 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from jedictl.engine.task import split_rule
+from jedictl.engine.task.definition import input_role
 from jedictl.engine.task.options import options_from_dict
 from jedictl.engine.views.job_summary import summarise
 from jedictl.store import datasets as dataset_store
 from jedictl.store import jobs as job_store
 from jedictl.store import task_commands as command_store
 from jedictl.store import tasks as task_store
+from jedictl.store import views as view_store
 
 COUNTERS = ("n_files", "n_files_to_be_used", "n_files_used", "n_files_finished", "n_files_failed",
             "n_files_on_hold", "n_files_missing", "n_events", "n_events_to_be_used", "n_events_used")
@@ -60,15 +62,7 @@ def task_details(conn, task_id: int) -> dict[str, Any]:  # noqa: ANN001
                      "attempts": row.notify_attempts, "error": row.notify_error},
         "created_at": row.created_at, "modified_at": row.modified_at, "state_changed_at": row.state_changed_at,
         "unknown_keys": list(params.unknown_keys or []),
-        "datasets": [
-            {"dataset_id": d.id, "name": d.name, "type": d.type, "stream": d.stream_name, "status": d.status,
-             "state": d.state, "master_id": d.master_id, "provenance_id": d.provenance_id, "container": d.container_name,
-             "template_id": d.template_id, "site": d.site, "attributes": d.attributes, "destination": d.destination,
-             "storage_token": d.storage_token,
-             "file_templates": by_dataset.get(d.id, []),
-             **{name: getattr(d, name) for name in COUNTERS}}
-            for d in dataset_store.datasets_of(conn, task_id)
-        ],
+        "datasets": _datasets(conn, task_id, by_dataset),
         "jobs": summarise(job_store.count_by_status(conn, task_id)).as_dict(),
         "status_history": [
             {"status": h.status, "previous": h.previous_status, "reason": h.reason, "at": h.changed_at, "by": h.changed_by}
@@ -81,3 +75,22 @@ def task_details(conn, task_id: int) -> dict[str, Any]:  # noqa: ANN001
         ],
     }
     return details
+
+
+def _datasets(conn, task_id: int, templates: dict[int, list[dict[str, Any]]]) -> list[dict[str, Any]]:  # noqa: ANN001
+    """The task's datasets with their counters; an input says how it is read (`input`: master, one-time or
+    many-time). A many-time input is read by many jobs and consumed by none -- its used and finished
+    counters stay 0 -- so `reads` says how often jobs have read its files and `jobs_reading` by how many jobs."""
+    rows = dataset_store.datasets_of(conn, task_id)
+    roles = {d.id: input_role(d.type, d.master_id is None, d.attributes) for d in rows}
+    reads = view_store.reads_of(conn, [d.id for d in rows if roles[d.id] == "many-time"])
+    return [
+        {"dataset_id": d.id, "name": d.name, "type": d.type, "input": roles[d.id], "stream": d.stream_name, "status": d.status,
+         "state": d.state, "master_id": d.master_id, "provenance_id": d.provenance_id, "container": d.container_name,
+         "template_id": d.template_id, "site": d.site, "attributes": d.attributes, "destination": d.destination,
+         "storage_token": d.storage_token, "file_templates": templates.get(d.id, []),
+         **{name: getattr(d, name) for name in COUNTERS},
+         "reads": reads.get(d.id, (0, 0))[0] if roles[d.id] == "many-time" else None,
+         "jobs_reading": reads.get(d.id, (0, 0))[1] if roles[d.id] == "many-time" else None}
+        for d in rows
+    ]

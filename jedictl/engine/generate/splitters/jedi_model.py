@@ -83,7 +83,8 @@ class SecondaryInput:
             nosplit=attributes.nosplit,
             repeat=attributes.repeat,
             n_files_per_job=attributes.n_files_per_job,
-            reusable=attributes.reusable,
+            # A many-time input whose files join by ratio is read over and over: rewound like a reusable one.
+            reusable=attributes.reusable or (attributes.is_many_time and not (attributes.nosplit or attributes.repeat)),
             event_ratio=attributes.event_ratio,
         )
 
