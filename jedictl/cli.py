@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "harvest": ("harvest", "harvest"),
     "finalize": ("finalize", "finalize"),
     "watch": ("watch", "watch"),
+    "listen": ("listen", "listen"),
     "run": ("run", "run"),
     "demo": ("demo", "demo"),
     # Operator commands on a task (also under `jedictl task`, with finish, incexec, pause, ...).

@@ -331,6 +331,28 @@ class HarvestSettings:
     limit: int = _s(1000, "pilots submitted per site per pass", "Harvester maxNewWorkersPerCycle", low=0)
 
 
+@dataclass(frozen=True)
+class MessageSettings:
+    """`jedictl listen` and the task events (JEDI's Message Processor and pushStatusChanges; docs/messages.md).
+    Nothing is consumed or published until `broker_url` is set."""
+
+    broker_url: str = _s("", "AMQP URL of the message broker, amqp://USER:PASSWORD@HOST:PORT/VHOST (empty: no listening, no task events)",
+                         "panda_jedi.cfg [mq]")
+    queue: str = _s("jedictl.triggers", "durable queue `listen` consumes", "[msgprocessor] queue of the Message Processor")
+    dead_letter_queue: str = _s("jedictl.triggers.rejected", "durable queue malformed messages (and those failing max_attempts times) go to, "
+                                "the reason in their x-jedictl-reason header", "")
+    events_exchange: str = _s("jedictl.events", "durable topic exchange every task status change is published to (routing key task.STATUS)",
+                              "pushStatusChanges")
+    poll_seconds: float = _s(1.0, "while its queue is empty, `listen` looks again (and publishes waiting events) this often", "", above=0)
+    max_attempts: int = _s(3, "attempts of a message whose action fails (not refused: fails) before it is dead-lettered", "", low=1)
+    keep_processed_days: float = _s(7.0, "how long the ids of processed messages are kept to recognise a redelivery", "", above=0)
+    publish_batch: int = _s(500, "task events a publisher takes from the outbox at a time", "", low=1)
+    publish_lease_seconds: float = _s(120.0, "a publisher that died holding outbox rows gives them up after this", "", above=0)
+    connect_timeout_seconds: float = _s(10.0, "how long connecting to the broker may take", "", above=0)
+    heartbeat_seconds: int = _s(600, "AMQP heartbeat interval: longer than the longest single action (a large batch of job reports)", "",
+                                low=0, high=65535)
+
+
 _DEFAULT_WORK_QUEUES: list[dict[str, Any]] = [
     {"name": "evgensimul", "vo": "*", "queue_type": "managed", "order": 10, "share": 40, "criteria": "processingType IN ('evgen', 'simul')"},
     {"name": "group", "vo": "*", "queue_type": "managed", "order": 20, "share": 10, "criteria": "workingGroup LIKE 'GP_%'"},
@@ -390,6 +412,7 @@ class Settings:
     user_caps: UserCapSettings = field(default_factory=UserCapSettings)
     privileges: list = _s([], "users and working groups with special permission (seed 000): {user: NAME, permissions: s|g} or "
                               "{group: NAME, permissions: s, share: N}; docs/analysis.md", "seed 000 'Special permission' (GRIDPREF)")
+    messages: MessageSettings = field(default_factory=MessageSettings)
     work_queues: list = _s(_DEFAULT_WORK_QUEUES, "work queue definitions (until queue-shares import)")
     global_shares: list = _s(_DEFAULT_GLOBAL_SHARES, "global share tree (until queue-shares import)")
     resource_types: list = _s(_DEFAULT_RESOURCE_TYPES, "resource types by cores and RAM per core")
@@ -526,7 +549,7 @@ def describe(loaded: LoadedSettings) -> list[dict[str, Any]]:
 _TOP_LEVEL_ENV = {ENV_DB: "db", ENV_OUTPUT: "output", ENV_VERBOSE: "verbose", ENV_NOW: "now",
                   "JEDICTL_LOG_FORMAT": "log_format", "JEDICTL_METRICS_FILE": "metrics_file", "JEDICTL_PRIVILEGES": "privileges"}
 #: Taken as written, never parsed as YAML (a path or URL is text, whatever it looks like).
-_TEXT_ENV_KEYS = ("db", "now", "log_format", "metrics_file")
+_TEXT_ENV_KEYS = ("db", "now", "log_format", "metrics_file", "messages.broker_url")
 
 
 def _env_value(text: str, name: str) -> Any:

@@ -1,9 +1,10 @@
-"""Shared fixtures: a frozen environment, stores on both backends, and a CLI runner.
+"""Shared fixtures: a frozen environment, stores on both backends, a message broker, and a CLI runner.
 
 PostgreSQL tests use `JEDICTL_TEST_PG_URL` (default: the local trust-auth server) and get a schema of
 their own, dropped afterwards. Without a server they are skipped -- unless `JEDICTL_REQUIRE_PG=1`
 (set by `.ci/run`), which turns that skip into a failure and fails the session if no PostgreSQL test
-passed.
+passed. Message tests (`amqp`) likewise use `JEDICTL_TEST_AMQP_URL` (default: the local RabbitMQ, guest)
+with queues and an exchange of their own, deleted afterwards, and `JEDICTL_REQUIRE_MQ=1`.
 """
 
 from __future__ import annotations
@@ -23,11 +24,14 @@ from jedictl.cli import app
 PG_URL = os.environ.get("JEDICTL_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 REQUIRE_PG = os.environ.get("JEDICTL_REQUIRE_PG") == "1"
 REQUIRE_SLURM = os.environ.get("JEDICTL_REQUIRE_SLURM") == "1"
+AMQP_URL = os.environ.get("JEDICTL_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
+REQUIRE_MQ = os.environ.get("JEDICTL_REQUIRE_MQ") == "1"
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "panda-taskparams"  # task parameters written by PanDA's own client
 
 _pg_state: dict[str, Any] = {"available": None, "passed": 0}
 _slurm_state: dict[str, Any] = {"passed": 0}
+_mq_state: dict[str, Any] = {"available": None, "passed": 0}
 
 
 # ------------------------------------------------------------------------------------- environment
@@ -38,7 +42,8 @@ def isolation(tmp_path_factory: pytest.TempPathFactory):
     home = tmp_path_factory.mktemp("home")
     saved = dict(os.environ)
     for name in list(os.environ):
-        if name.startswith("JEDICTL_") and name not in ("JEDICTL_TEST_PG_URL", "JEDICTL_REQUIRE_PG", "JEDICTL_REQUIRE_SLURM"):
+        if name.startswith("JEDICTL_") and name not in ("JEDICTL_TEST_PG_URL", "JEDICTL_REQUIRE_PG", "JEDICTL_REQUIRE_SLURM",
+                                                         "JEDICTL_TEST_AMQP_URL", "JEDICTL_REQUIRE_MQ"):
             del os.environ[name]
     os.environ.update({
         "XDG_CONFIG_HOME": str(home / "config"), "XDG_DATA_HOME": str(home / "data"),
@@ -232,6 +237,44 @@ def _pg_template() -> Any:
     template.close()
 
 
+# ------------------------------------------------------------------------------------------ broker
+
+def mq_available() -> bool:
+    if _mq_state["available"] is None:
+        try:
+            import pika
+
+            parameters = pika.URLParameters(AMQP_URL)
+            parameters.connection_attempts, parameters.socket_timeout, parameters.stack_timeout = 1, 3, 3
+            pika.BlockingConnection(parameters).close()
+            _mq_state["available"] = True
+        except Exception:  # noqa: BLE001 - any failure (pika missing too) means "not available"
+            _mq_state["available"] = False
+    return bool(_mq_state["available"])
+
+
+def require_mq() -> None:
+    if not mq_available():
+        from jedictl.redact import mask_url
+
+        message = f"no AMQP broker answers at {mask_url(AMQP_URL)}"
+        if REQUIRE_MQ:
+            pytest.fail(message + " (JEDICTL_REQUIRE_MQ=1)")
+        pytest.skip(message)
+
+
+@pytest.fixture
+def amqp() -> Any:
+    """A broker with this test's own queues and events exchange (tests/mq.py), deleted afterwards. Tests
+    that use it carry the `mq` mark."""
+    require_mq()
+    from tests.mq import TestBroker
+
+    broker = TestBroker(AMQP_URL, f"jt.{uuid.uuid4().hex[:10]}")
+    yield broker
+    broker.remove()
+
+
 # ------------------------------------------------------------------------------------------- Slurm
 
 @pytest.fixture(scope="session")
@@ -328,6 +371,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         _pg_state["passed"] += 1
     if report.when == "call" and report.passed and "slurm" in report.keywords:
         _slurm_state["passed"] += 1
+    if report.when == "call" and report.passed and "mq" in report.keywords:
+        _mq_state["passed"] += 1
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -335,6 +380,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return  # an xdist worker sees only its share of the tests: the controller decides
     if REQUIRE_PG and session.testscollected and _pg_state["passed"] == 0 and exitstatus == 0:
         session.config.get_terminal_writer().line("JEDICTL_REQUIRE_PG=1 but no PostgreSQL test passed", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    # The message tests are all in the parallel step (none is `slow`): the slow session need not pass one.
+    markexpr = session.config.getoption("markexpr", "") or ""
+    mq_due = session.testscollected and (markexpr.strip() != "slow")
+    if REQUIRE_MQ and mq_due and _mq_state["passed"] == 0 and session.exitstatus == 0:
+        session.config.get_terminal_writer().line("JEDICTL_REQUIRE_MQ=1 but no message test passed", red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     # The Slurm tests are all `slow` too (one cluster, in the README command's serial step): a session
     # that excludes slow tests is not the one that must have passed one.

@@ -29,11 +29,28 @@ def run_passes(app: AppContext, run_once: Callable[[], Any], loop: float | None)
                     raise
                 ending_leases(app.store(), app.owner, report)
             errors += record_passes(app, [(report, time.monotonic() - started)])
+            publish_events(app)
             if not loop:
                 break
             time.sleep(loop)
     if errors:
         raise typer.Exit(1)
+
+
+def publish_events(app: AppContext) -> None:
+    """Publish the task events this command's status changes (and anyone's before) left in the outbox,
+    when a broker is configured (docs/messages.md). A failure is one warning line: the changes are
+    committed, their events wait for the next publisher, and the command's exit code is its own."""
+    if not app.settings.messages.broker_url or app._store is None:
+        return
+    from jedictl.commands._common import one_line
+
+    try:
+        from jedictl.engine.messages.publisher import publish_now
+
+        publish_now(app.store(), app.settings, app.owner, app.clock.now())
+    except Exception as exc:  # noqa: BLE001 - publishing never fails the command that changed the tasks
+        typer.echo(one_line(f"jedictl: warning: task events not published yet: {exc}"), err=True)
 
 
 @contextmanager

@@ -144,7 +144,9 @@ class AppContext:
         if self._store is None:
             from jedictl.store.database import open_store
 
-            self._store = open_store(self.settings.db, self.settings.sqlite_busy_timeout_s, check_schema=check_schema)
+            # With a broker configured, every status change also queues its task event (docs/messages.md).
+            self._store = open_store(self.settings.db, self.settings.sqlite_busy_timeout_s, check_schema=check_schema,
+                                     task_events=bool(self.settings.messages.broker_url))
         return self._store
 
     def emit(self, data: Any, columns: Any = None, title: str | None = None, *, pick: str | None = None, wide: bool = False) -> None:

@@ -69,6 +69,11 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
         E("One pass of the Watch Dog", "jedictl watch"),
         E("Watch every 5 minutes, quiet unless something fails", "jedictl watch --loop 300 -q"),
     ),
+    "listen": (
+        E("Listen to the broker of the configuration (messages.broker_url) until interrupted", "jedictl listen"),
+        E("Act on the messages waiting now, then exit (for cron)", "jedictl listen --once -q"),
+        E("Another broker and queue; stop after 100 messages", "jedictl listen --broker amqp://jedi:secret@mq.example.org:5672/%2F --queue panda.jedi --max-messages 100"),
+    ),
     "run": (
         E("Every agent once, for cron (mail only on failure)", "jedictl run --once -q"),
         E("Only refine, feed and generate, with a fixed seed", "jedictl run --agents refine,feed,generate --seed 1"),

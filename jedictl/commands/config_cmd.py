@@ -24,7 +24,7 @@ def show(
 
     rows = describe(app_ctx.loaded)
     for row in rows:
-        if row["key"] == "db":
+        if row["key"] in ("db", "messages.broker_url"):
             row["value"] = mask_url(row["value"])
     path = app_ctx.loaded.config_path
     app_ctx.note(f"config file: {path if path else f'none (would be read from {default_config_path()})'}")

@@ -35,7 +35,7 @@ def run(
     if once and loop:
         raise BadInput("give --once or --loop, not both", "--loop")
     app = context(ctx)
-    from jedictl.commands._agent import progress, record_passes, stoppable
+    from jedictl.commands._agent import progress, publish_events, record_passes, stoppable
     from jedictl.engine.pipeline import parse_agents, run_pipeline
 
     chosen = parse_agents(agents)
@@ -54,6 +54,7 @@ def run(
         while True:
             with progress(app):
                 errors += record_passes(app, run_pipeline(store, app.settings, app.owner, app.clock.now, chosen, seed), several=True)
+            publish_events(app)
             if not loop:
                 break
             time.sleep(loop)

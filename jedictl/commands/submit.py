@@ -38,6 +38,7 @@ def submit(
     """
     app = context(ctx)
     from jedictl.engine.input.documents import load_document
+    from jedictl.commands._agent import publish_events
     from jedictl.engine.commando.submit import submit as submit_task
     from jedictl.engine.task.privileges import Privileges
     from jedictl.engine.task.submission import PriorityPolicy, parse_definition
@@ -70,6 +71,7 @@ def submit(
     for warning in outcome.warnings:
         app.note(warning)
     app.emit(outcome.as_dict())
+    publish_events(app)
 
 
 def _login_name() -> str:

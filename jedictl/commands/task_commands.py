@@ -22,12 +22,14 @@ CommentOpt = Annotated[Optional[str], typer.Option("--comment", help="Why, for t
 
 def _run(ctx: typer.Context, command: str, task_id: int, user: str | None, comment: str | None, **request: object) -> None:
     app = context(ctx)
+    from jedictl.commands._agent import publish_events
     from jedictl.commands.submit import _login_name
     from jedictl.engine.commando.commands import Request, run_command
 
     outcome = run_command(app.store(), Request(command, task_id, user or _login_name(), comment, **request), app.settings,
                           app.clock.now())
     app.emit(outcome.as_dict())
+    publish_events(app)
 
 
 def kill(
@@ -146,7 +148,7 @@ def settle(
     """
     app = context(ctx)
     from jedictl.commands.submit import _login_name
-    from jedictl.commands._agent import emit_report
+    from jedictl.commands._agent import emit_report, publish_events
     from jedictl.engine.agent import PassReport
     from jedictl.engine.commando.commands import settle_pass
 
@@ -157,4 +159,5 @@ def settle(
         item = outcome.as_dict()
         summary.add(item.pop("outcome"), **item)
     emit_report(app, summary, time.monotonic() - started, every_item=True)
+    publish_events(app)
 

@@ -14,6 +14,7 @@ Rooms, from the bottom layer up (a room may import only rooms below it; `import-
     refine, feed, generate, finalize, watch     one room per agent pass
     harvest     pilots on batch systems: policy, the batch interface (local, slurm), the pass
     views       task and job views, explain, metrics (read only)
+    messages    `jedictl listen` (messages -> feed, commands, reports) and the task events published
     pipeline    every agent in order: `jedictl run`
     sim         the pilot simulator and the demo
     pilot       the real executor: `jedictl pilot`

@@ -63,6 +63,7 @@ PASS_COUNTS: dict[str, tuple[str, ...]] = {
     "heartbeat": ("alive", "tobekilled", "alreadydone"),
     "kill": ("killed", "tobekilled", "refused"),
     "settle": ("applied", "waiting", "unchanged"),
+    "listen": ("applied", "duplicate", "refused", "rejected", "error", "published"),
 }
 #: The outcomes that are failures (the command exits 1 when any is counted); "error" for the others.
 PASS_FAILURES: dict[str, tuple[str, ...]] = {"report": ("refused", "conflict"), "kill": ("refused",), "heartbeat": ()}

@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection, Row, and_, exists, func, insert, literal, or_, select, update
 
 from jedictl.model import JOB_FINAL, DatasetStatus, FileStatus, JobStatus, TaskStatus
+from jedictl.store import messages
 from jedictl.store.bulk import slices
 from jedictl.store.schema import catalog_datasets, datasets, files, job_files, jobs, sites, task_status_history, tasks
 from jedictl.store.set_based import update_from_rows
@@ -260,11 +261,13 @@ def end_leased_tasks(conn: Connection, owner: str, changes: Sequence[tuple[int, 
 
 
 def record_statuses(conn: Connection, rows: Sequence[tuple[int, str, str | None, str | None, datetime, str]]) -> None:
-    """Status history lines (task id, status, previous status, reason, changed at, changed by)."""
+    """Status history lines (task id, status, previous status, reason, changed at, changed by), and their
+    events in the outbox when this store publishes task events."""
     if rows:
         conn.execute(insert(task_status_history), [
             {"task_id": task_id, "status": str(status), "previous_status": str(previous) if previous else None, "reason": reason,
              "changed_at": changed_at, "changed_by": by} for task_id, status, previous, reason, changed_at, by in rows])
+        messages.queue_status_events(conn, rows)
 
 
 def update_many_datasets(conn: Connection, changes: Sequence[tuple[int, int, dict[str, Any]]], now: datetime) -> int:

@@ -35,6 +35,8 @@ from jedictl.redact import mask_url
 from jedictl.store.revisions import HEAD_REVISION, REVISIONS
 
 _READ_ONLY = "jedictl_read_only"
+#: The connection option that makes status changes write the outbox of task events (store.messages).
+TASK_EVENTS = "jedictl_task_events"
 _WAL_CHECKED = "jedictl_wal_checked"
 
 
@@ -50,6 +52,9 @@ class Store:
 
     engine: Engine
     url: str
+    #: Status changes written through `begin()` also go to the outbox of task events (a broker is
+    #: configured: docs/messages.md). A connection option, read by store.messages.queue_status_events.
+    task_events: bool = False
 
     @property
     def dialect(self) -> str:
@@ -62,6 +67,8 @@ class Store:
     @contextlib.contextmanager
     def begin(self) -> Iterator[Connection]:
         with self.engine.begin() as conn:
+            if self.task_events:
+                conn.execution_options(**{TASK_EVENTS: True})
             yield conn
 
     @contextlib.contextmanager
@@ -200,15 +207,16 @@ def _configure_sqlite(engine: Engine, busy_timeout_s: float, foreign_keys: bool)
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
-def open_store(url: str, busy_timeout_s: float = 60.0, check_schema: bool = True) -> Store:
-    """Open an existing store and refuse it unless its schema is at this program's revision."""
+def open_store(url: str, busy_timeout_s: float = 60.0, check_schema: bool = True, task_events: bool = False) -> Store:
+    """Open an existing store and refuse it unless its schema is at this program's revision; with
+    `task_events`, its status changes are queued for publishing (store.messages)."""
     parsed = parse_store_url(url) if "://" in url else None
     if parsed is not None:
         path = sqlite_path(parsed)
         if path is not None and not path.exists():
             raise StoreUnavailable(f"store {path} does not exist; run `jedictl db init` to create it")
     engine = create_store_engine(url, busy_timeout_s)
-    store = Store(engine=engine, url=url)
+    store = Store(engine=engine, url=url, task_events=task_events)
     if check_schema:
         current = current_revision(store)
         check_revision(current)

@@ -17,8 +17,8 @@ from jedictl.model.files import is_many_time
 from jedictl.store.bulk import slices
 from jedictl.store.files import record_events
 from jedictl.store.schema import (
-    catalog_container_members, catalog_datasets, catalog_files, datasets, files, job_files, job_retry_history, jobs, task_outputs,
-    task_status_history, tasks,
+    catalog_container_members, catalog_datasets, catalog_files, datasets, files, job_files, job_retry_history, jobs, message_outbox,
+    task_outputs, task_status_history, tasks,
 )
 
 INPUT_TYPES = ("input", "pseudo_input")
@@ -387,9 +387,20 @@ def many_time_not_consumed(conn: Connection) -> list[str]:
     return problems
 
 
+def events_of_changes(conn: Connection) -> list[str]:
+    """A task event waiting to be published is the event of a status change that committed: its task has
+    the history line it describes (docs/messages.md, "Task events": the event is written in the change's
+    own transaction, so a change rolled back leaves no event behind)."""
+    o, h = message_outbox.c, task_status_history.c
+    recorded = exists(select(h.id).where(h.task_id == o.task_id, h.status == o.status, h.changed_at == o.changed_at))
+    rows = conn.execute(select(o.id, o.task_id, o.status).where(~recorded).order_by(o.id).limit(100))
+    return [f"task {r.task_id} event {r.id} ({r.status}) waits to be published for a status change the task's history does not hold"
+            for r in rows]
+
+
 CHECKS = (dataset_counters, leases_of_final_tasks, files_in_one_live_job, retry_history, records_of_live_jobs, work_done_once,
           live_jobs_of_ended_tasks, outputs_registered_once, inputs_of_ended_tasks, assigned_jobs_await_input, outputs_of_one_task,
-          site_datasets_in_their_container, throttled_jobs_are_released, many_time_not_consumed)
+          site_datasets_in_their_container, throttled_jobs_are_released, many_time_not_consumed, events_of_changes)
 
 
 def check_all(conn: Connection, *, dead_owners: Sequence[str] = (), no_live_passes: bool = False) -> list[str]:

@@ -636,6 +636,43 @@ retry_rules = Table(
     Index("ix_retry_rules_error", "error_source", "error_code"),
 )
 
+# ------------------------------------------------------------------------------------------ messages
+# `jedictl listen` and the task events (docs/messages.md, migration 0013).
+
+#: Every message `jedictl listen` has acted on, by its id: a redelivered message is found here and not
+#: acted on again. Written in the action's transaction (task commands, dataset triggers); after the
+#: reports' own transactions for job reports, whose guards already make a second report a duplicate.
+processed_messages = Table(
+    "processed_messages",
+    metadata,
+    Column("message_id", String(256), primary_key=True),
+    Column("msg_type", String(32), nullable=False),
+    Column("outcome", STATUS, nullable=False),  # applied | refused | error (not final: tried again when redelivered)
+    Column("detail", Text),
+    Column("attempts", Integer, nullable=False, default=0),  # failed attempts so far
+    Column("received_at", TIME, nullable=False),
+    Column("processed_at", TIME, nullable=False),
+    Index("ix_processed_messages_processed_at", "processed_at"),
+)
+
+#: Task status changes waiting to be published (the transactional outbox): written in the status
+#: change's own transaction when a broker is configured, taken by a publisher under a lease, deleted
+#: once the broker has confirmed them. AUTOINCREMENT on SQLite: an id is never reused once its row is
+#: gone, so the event ids consumers deduplicate by stay unique.
+message_outbox = Table(
+    "message_outbox",
+    metadata,
+    _id(),
+    Column("task_id", ID, nullable=False),
+    Column("status", STATUS, nullable=False),
+    Column("previous_status", STATUS),
+    Column("reason", Text),
+    Column("changed_at", TIME, nullable=False),
+    Column("changed_by", String(128), nullable=False),
+    *_lease(),
+    sqlite_autoincrement=True,
+)
+
 #: Tables of each migration step, in creation order (used by the migrations and their test).
 TASK_MODEL_TABLES = [
     tasks, task_params, task_status_history, task_commands, datasets, files, output_templates,
@@ -645,3 +682,4 @@ CATALOG_TABLES = [
     nuclei, storage_endpoints, sites, site_storage, pilots, catalog_datasets, catalog_container_members,
     catalog_files, catalog_replicas, catalog_file_replicas, retry_rules, network_matrix,
 ]
+MESSAGE_TABLES = [processed_messages, message_outbox]

@@ -53,6 +53,11 @@ def feed_candidates(now: datetime, due: datetime, feedable: Collection[str], res
     )
 
 
+def among(candidates: ColumnElement[bool], task_ids: Collection[int]) -> ColumnElement[bool]:
+    """`candidates` limited to these tasks (a pass asked to handle a few tasks now: `jedictl listen`)."""
+    return candidates & tasks.c.id.in_(sorted(set(task_ids)))
+
+
 def broker_candidates(now: datetime) -> ColumnElement[bool]:
     """Tasks the Task Broker takes: `assigning` and not waiting (`wait_until` passed)."""
     return (tasks.c.status == TaskStatus.ASSIGNING.value) & or_(tasks.c.wait_until.is_(None), tasks.c.wait_until <= now)

@@ -10,7 +10,7 @@ from sqlalchemy.exc import IntegrityError
 
 from jedictl.errors import BadInput, LeaseLost, NotFound
 from jedictl.model import NewDataset, TaskStatus
-from jedictl.store import leases
+from jedictl.store import leases, messages
 from jedictl.store.schema import datasets, job_param_templates, output_templates, task_outputs, task_params, task_status_history, tasks
 
 
@@ -59,10 +59,12 @@ def insert_task(
 
 
 def record_status(conn: Connection, task_id: int, status: str, previous: str | None, reason: str | None, by: str, now: datetime) -> None:
+    """A status history line, and its event in the outbox when this store publishes task events."""
     conn.execute(insert(task_status_history).values(
         task_id=task_id, status=str(status), previous_status=str(previous) if previous else None,
         reason=reason, changed_at=now, changed_by=by,
     ))
+    messages.queue_status_events(conn, [(task_id, status, previous, reason, now, by)])
 
 
 def change_status(

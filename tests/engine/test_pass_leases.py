@@ -176,7 +176,7 @@ def test_a_pass_reads_its_candidates_once_and_claims_them_a_batch_at_a_time(cli,
         report = leased_pass(handle_store, PassReport("t"), tasks.c.status == "registered", [tasks.c.id], handle,
                              owner="me", now=NOW, lease_seconds=600, limit=100, claim_batch=2)
         with handle_store.read() as conn:
-            held = conn.execute(select(tasks.c.id).where(tasks.c.lease_owner.is_not(None))).scalars().all()
+            held = conn.execute(select(tasks.c.id).where(tasks.c.lease_owner.is_not(None)).order_by(tasks.c.id)).scalars().all()
     finally:
         handle_store.close()
     assert looks == [7, 0]

@@ -24,6 +24,11 @@ JEDICTL_HOOK_BREAK_GUARD=claim  leases.claim_one ignores the condition the row w
 JEDICTL_HOOK_BREAK_GUARD=release  leases.release and release_all do nothing: leases are left behind
 JEDICTL_HOOK_DIE_AT=generate-finish  the process SIGKILLs itself when the generator has committed a
                                 task's jobs and is about to make its final write (a kill between them)
+JEDICTL_HOOK_DIE_AT=listen-before-commit  `jedictl listen` SIGKILLs itself inside a message's action
+                                transaction, its writes made and not committed (after the outcome of a
+                                command or dataset message is written; after a batch of job reports)
+JEDICTL_HOOK_DIE_AT=listen-before-ack  `jedictl listen` SIGKILLs itself when a message's action has
+                                committed, before the message is acknowledged
 """
 
 from __future__ import annotations
@@ -55,6 +60,32 @@ def _install() -> None:
             return planned
 
         resubmission.plan = slow_plan
+    if die_at == "listen-before-commit":
+        import signal
+
+        from jedictl.engine.jobs import outcomes
+        from jedictl.store import messages
+
+        real_settle, real_end_jobs = messages.settle, outcomes.end_jobs
+
+        def dying_settle(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            real_settle(*args, **kwargs)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        def dying_end_jobs(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            real_end_jobs(*args, **kwargs)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        messages.settle, outcomes.end_jobs = dying_settle, dying_end_jobs
+    if die_at == "listen-before-ack":
+        import signal
+
+        from jedictl.engine.messages import broker
+
+        def dying_ack(self, delivery):  # noqa: ANN001, ANN202
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        broker.Broker.ack = dying_ack
     if die_at == "generate-finish":
         import signal
 

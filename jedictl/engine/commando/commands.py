@@ -105,14 +105,21 @@ def run_command(store: Any, request: Request, settings: Settings, now: datetime)
 
     Who gave it and why are free text from the command line: stored with their control characters
     escaped (`fields.escaped`), so `task show` never prints a raw escape sequence to a terminal."""
-    request = dataclasses.replace(request, user=fields.free_text(request.user, "--user", 128) or "",
-                                  comment=fields.free_text(request.comment, "--comment", MAX_COMMENT))
     try:
         with store.begin() as conn:
-            return _Commando(conn, settings, now).apply(request)
+            return apply_in(conn, request, settings, now)
     except Conflict as exc:
         raise CommandConflict(f"task {request.task_id} changed while the {request.command} was applied ({exc}); "
                               "nothing was changed, give the command again") from exc
+
+
+def apply_in(conn: Any, request: Request, settings: Settings, now: datetime) -> Outcome:
+    """`run_command`'s work in the caller's transaction, which may hold more (`jedictl listen` records the
+    message that gave the command in it); BadInput when refused, Conflict when a job or file changed
+    under it -- either way the caller rolls the whole transaction back."""
+    request = dataclasses.replace(request, user=fields.free_text(request.user, "--user", 128) or "",
+                                  comment=fields.free_text(request.comment, "--comment", MAX_COMMENT))
+    return _Commando(conn, settings, now).apply(request)
 
 
 def incexec_in(conn: Any, settings: Settings, now: datetime, task: Any, request: Request, change: Any) -> Outcome:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from itertools import chain, islice
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Collection, Iterable, Iterator
 
 from jedictl.clock import PassClock
 from jedictl.config import Settings
@@ -50,11 +50,14 @@ NUCLEUS_LABELS = ("managed", "test")
 
 
 def feed_pass(store: Any, settings: Settings, owner: str, now: datetime, limit: int | None = None,
-              catalog_factory: Callable[[Any], DataCatalog] | None = None) -> PassReport:
-    """One pass of the Contents Feeder. `catalog_factory(conn)` gives the DataCatalog (default: the store's)."""
+              catalog_factory: Callable[[Any], DataCatalog] | None = None, task_ids: Collection[int] | None = None) -> PassReport:
+    """One pass of the Contents Feeder. `catalog_factory(conn)` gives the DataCatalog (default: the store's);
+    `task_ids` limits the pass to those of these tasks that are due (a message asked for them now)."""
     factory = catalog_factory or StoreDataCatalog
     due = now - timedelta(minutes=settings.feed.check_interval_minutes)
     candidates = task_leases.feed_candidates(now, due, FEEDABLE, RESCANNED_STATES, RESCANNED_TASKS)
+    if task_ids is not None:
+        candidates = task_leases.among(candidates, task_ids)
     pass_clock = PassClock(now)
     return leased_pass(
         store, PassReport("feed"), candidates, task_leases.BY_PRIORITY,
