@@ -712,6 +712,9 @@ periodic_templates = Table(
     Column("created_by", String(128), nullable=False),
     Column("modified_at", TIME, nullable=False),
     Index("ix_periodic_templates_status_next_due_at", "status", "next_due_at"),
+    # AUTOINCREMENT on SQLite: a removed template's id is never given to a new one, whose instances its
+    # old ones (which keep the id) would otherwise seem to be.
+    sqlite_autoincrement=True,
 )
 
 #: Tables of each migration step, in creation order (used by the migrations and their test).

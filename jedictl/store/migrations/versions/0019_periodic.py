@@ -44,6 +44,7 @@ def upgrade() -> None:
         sa.Column("modified_at", sa.DateTime(), nullable=False),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_periodic_templates")),
         sa.UniqueConstraint("name", name=op.f("uq_periodic_templates_name")),
+        sqlite_autoincrement=True,  # a removed template's id is never reused: its instances keep it
     )
     op.create_index("ix_periodic_templates_status_next_due_at", "periodic_templates", ["status", "next_due_at"])
     with op.batch_alter_table("tasks") as batch:
