@@ -113,7 +113,7 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
         E("The newest tasks", "jedictl task list", True),
         E("Tasks that are running or scouting", "jedictl task list --status running --status scouting", True),
         E("The 10 newest tasks of user demo, as JSON", "jedictl task list --user demo --limit 10 -o json", True),
-        E("The instances of a periodic template", "jedictl task list --template hc.test.ANALY_X"),
+        E("The instances of a periodic template", "jedictl task list --template hc.test.CERN-PROD_GRID"),
     ),
     "task show": (
         E("A task: options, resources, datasets, jobs and history", "jedictl task show 1", True),
@@ -301,16 +301,16 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
         E("The paused ones, as JSON", "jedictl periodic list --status paused -o json", True),
     ),
     "periodic show": (
-        E("One template: schedule, next due times, last outcome, newest instances", "jedictl periodic show hc.test.ANALY_X"),
+        E("One template: schedule, next due times, last outcome, newest instances", "jedictl periodic show hc.test.CERN-PROD_GRID"),
     ),
     "periodic pause": (
-        E("No more instances for now", "jedictl periodic pause hc.test.ANALY_X"),
+        E("No more instances for now", "jedictl periodic pause hc.test.CERN-PROD_GRID"),
     ),
     "periodic resume": (
-        E("Instances again, from the next due time", "jedictl periodic resume hc.test.ANALY_X"),
+        E("Instances again, from the next due time", "jedictl periodic resume hc.test.CERN-PROD_GRID"),
     ),
     "periodic remove": (
-        E("Remove a template; its instances stay", "jedictl periodic remove hc.test.ANALY_X"),
+        E("Remove a template; its instances stay", "jedictl periodic remove hc.test.CERN-PROD_GRID"),
     ),
     "periodic instantiate": (
         E("Submit the instances due now (jedictl run does it first)", "jedictl periodic instantiate"),
