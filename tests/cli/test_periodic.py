@@ -226,15 +226,22 @@ def test_a_second_template_of_a_name_and_unknown_names_are_refused(cli, store, t
     assert store_dump(store) == before
 
 
-def test_the_documented_example_works(cli, store, tmp_path):
+def test_the_documented_example_prints_what_the_page_shows(cli, store, tmp_path):
+    """docs/periodic-tasks.md: its template is examples/periodic-hc.yaml, and its session, run command by
+    command on the example grid, prints what the page shows."""
     page = (ROOT / "docs" / "periodic-tasks.md").read_text()
     template = re.search(r"<!-- example: hammercloud -->\n```yaml\n(.*?)```", page, re.S).group(1)
-    (tmp_path / "hc-analy-x.yaml").write_text(template)
+    assert template == (ROOT / "examples" / "periodic-hc.yaml").read_text()
+    (tmp_path / "periodic-hc.yaml").write_text(template)
+    cli("sites", "import", str(ROOT / "examples" / "sites.yaml"), db=store)
     session = re.search(r"<!-- example: session -->\n```console\n(.*?)```", page, re.S).group(1)
-    commands = [line[2:].split() for line in session.splitlines() if line.startswith("$ jedictl ")]
-    assert commands, "the page shows its commands"
-    for argv in commands:
-        argv = [str(tmp_path / arg) if arg.endswith(".yaml") else arg for arg in argv[1:]]
-        cli(*argv, db=store)
-    shown = cli.json("periodic", "show", "hc.test.ANALY_X", db=store)
-    assert shown["instances"] >= 1 and shown["schedule"] == "every 1h"
+    steps = re.findall(r"^\$ jedictl (.*)\n((?:(?!\$ ).*\n)*)", session, re.M)
+    assert len(steps) == 7, "the page shows its commands"
+    for line, shown in steps:
+        argv = [str(tmp_path / arg) if arg.endswith(".yaml") else arg for arg in line.split()]
+        result = cli(*argv, db=store)
+        printed = result.stderr + result.stdout  # the counts on stderr come first, as on a terminal
+        if shown.endswith("...\n"):  # the page shows the beginning
+            assert printed.startswith(shown[:-4]), line
+        else:
+            assert printed == shown, line

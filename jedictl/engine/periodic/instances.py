@@ -39,8 +39,8 @@ def periodic_pass(store: Any, settings: Settings, owner: str, now: datetime, lim
             report.add_failure(exc, template=row.name, template_id=row.id, due_at=row.next_due_at, task_id=None, missed=0)
             continue
         report.add(**item)
-        report.counts["missed"] = report.counts.get("missed", 0) + item["missed"]
-    report.counts.setdefault("missed", 0)
+        if item["missed"]:
+            report.counts["missed"] = report.counts.get("missed", 0) + item["missed"]
     return report
 
 
