@@ -10,6 +10,7 @@ import re
 import pytest
 import yaml
 
+from jedictl.clock import parse_time
 from jedictl.store.schema import tasks
 from tests.conftest import ROOT
 from tests.helpers import run_sql, store_dump
@@ -163,7 +164,6 @@ def test_run_instantiates_first_and_refines_the_instance_in_the_same_run(cli, st
 
 def test_two_passes_on_one_due_time_make_one_instance(store):
     """The claim in one process: a pass that read the due time after another claimed it is skipped."""
-    from jedictl.clock import parse_time
     from jedictl.config import load_settings
     from jedictl.engine.periodic.instances import instantiate
     from jedictl.engine.periodic.templates import add_template
@@ -245,3 +245,40 @@ def test_the_documented_example_prints_what_the_page_shows(cli, store, tmp_path)
             assert printed.startswith(shown[:-4]), line
         else:
             assert printed == shown, line
+
+
+def test_panda_task_parameters_make_a_template_too(cli, store, tmp_path):
+    params = {
+        "taskName": "user.hc.probe.${DUE}", "userName": "hc", "vo": "wlcg", "prodSourceLabel": "test", "taskType": "anal",
+        "processingType": "hammercloud", "noInput": True, "nEvents": 10, "nEventsPerJob": 5,
+        "jobParameters": [{"type": "constant", "value": "--events=${MAXEVENTS}"},
+                          {"type": "template", "param_type": "output", "dataset": "user.hc.probe.${DUE}.out",
+                           "value": "--out=probe.${SN}.root"}],
+        "log": {"type": "template", "param_type": "log", "dataset": "user.hc.probe.${DUE}.log", "value": "probe.${SN}.log.tgz"},
+    }
+    path = tmp_path / "probe.json"
+    path.write_text(json.dumps(params))
+    added = cli.json("periodic", "add", str(path), "--cron", "0 * * * *", "--now", NOW, db=store)
+    assert (added["name"], added["format"], added["user"]) == ("user.hc.probe", "panda", "hc")
+    task_id = _instantiate(cli, store, NOW)["items"][0]["task_id"]
+    assert cli.json("task", "show", str(task_id), db=store)["name"] == "user.hc.probe.20261127T2300"
+    fixed = {**params, "taskName": "user.hc.fixed"}
+    path.write_text(json.dumps(fixed))
+    refused = cli("periodic", "add", str(path), "--every", "1h", db=store, code=2)
+    assert refused.stderr.startswith("jedictl: error: taskName: the task name must contain ${DUE}")
+
+
+def test_check_names_a_second_instance_of_a_due_time(cli, store, tmp_path):
+    """What an unguarded claim would leave (tests/concurrency/test_periodic_race.py makes it with real
+    processes): two instances of one template for one due time."""
+    _add(cli, store, tmp_path, "--every", "1h", "--max-active", "5")
+    first = _instantiate(cli, store, NOW)["items"][0]["task_id"]
+    second = _instantiate(cli, store, "2026-11-28T00:00:00")["items"][0]["task_id"]
+    assert cli("check", db=store).stdout == "check: consistent\n"
+    moved = run_sql(store, lambda conn: conn.execute(tasks.update().where(tasks.c.id == second).values(
+        periodic_due_at=parse_time(NOW))).rowcount)
+    assert moved == 1
+    verdict = json.loads(cli("check", "-o", "json", db=store, code=1).stdout)
+    assert verdict["violations"] == [{
+        "check": "periodic_instances_once", "object": f"task {second}",
+        "message": f"task {second} is a second instance of periodic template 1 for its due time 2026-11-27T23:00Z (task {first} is the first)"}]
