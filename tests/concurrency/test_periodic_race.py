@@ -56,3 +56,21 @@ def test_check_catches_two_instances_of_a_due_time_when_the_claim_is_unguarded(c
     found = [v for v in verdict["violations"] if v["check"] == "periodic_instances_once"]
     assert len(found) == N_PROCESSES - 1
     assert found[0]["object"].startswith("task ") and "for its due time 2026-11-27T23:00Z" in found[0]["message"]
+
+
+@pytest.mark.slow
+def test_a_pass_killed_before_it_commits_leaves_the_due_time_to_the_next(cli, store, tmp_path):
+    import subprocess
+    import sys
+
+    _template(cli, store, tmp_path)
+    killed = subprocess.run([sys.executable, "-m", "jedictl", "periodic", "instantiate", "--db", store, "--now", NOW],
+                            env=hooked_env(die_at="periodic-before-commit"), capture_output=True, text=True, timeout=120)
+    assert killed.returncode == -9  # SIGKILLed with the instance written and not committed
+    assert cli.json("task", "list", db=store) == []
+    shown = cli.json("periodic", "show", "hc.test.ANALY_X", db=store)
+    assert (shown["next_due_at"], shown["instances"], shown["last_outcome"]) == ("2026-11-27T23:00:00Z", 0, None)
+    report = cli.json("periodic", "instantiate", "--now", NOW, db=store)
+    assert report["counts"]["instantiated"] == 1 and report["items"][0]["due_at"] == "2026-11-27T23:00:00Z"
+    assert len(cli.json("task", "list", db=store)) == 1
+    assert cli("check", db=store).stdout == "check: consistent\n"

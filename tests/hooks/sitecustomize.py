@@ -27,6 +27,8 @@ JEDICTL_HOOK_SLOW_PERIODIC=SECONDS  a periodic pass waits SECONDS once it has re
 JEDICTL_HOOK_BREAK_GUARD=periodic  store.periodic.claim_due ignores the due time the pass read and
                                 claims whatever the template holds, so a test can show that `check`
                                 catches two instances of one due time
+JEDICTL_HOOK_DIE_AT=periodic-before-commit  a periodic pass SIGKILLs itself when it has claimed a due time,
+                                submitted the instance and recorded the outcome, before it commits
 JEDICTL_HOOK_DIE_AT=generate-finish  the process SIGKILLs itself when the generator has committed a
                                 task's jobs and is about to make its final write (a kill between them)
 JEDICTL_HOOK_DIE_AT=listen-before-commit  `jedictl listen` SIGKILLs itself inside a message's action
@@ -118,6 +120,18 @@ def _install() -> None:
             os.kill(os.getpid(), signal.SIGKILL)
 
         broker.Broker.ack = dying_ack
+    if die_at == "periodic-before-commit":
+        import signal
+
+        from jedictl.store import periodic
+
+        real_record = periodic.record_outcome
+
+        def dying_record(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            real_record(*args, **kwargs)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        periodic.record_outcome = dying_record
     if die_at == "generate-finish":
         import signal
 
