@@ -188,7 +188,7 @@ def test_two_passes_on_one_due_time_make_one_instance(store):
 BAD = [
     (["--every", "1h"], {"name": "hc.fixed"}, "name: the task name must contain ${DUE}"),
     (["--every", "1h"], {"outputs": [{"dataset": "hc.fixed.out", "file_template": "hc.${SN}.out"}]},
-     "output dataset hc.fixed.out would be written by every instance"),
+     "outputs: output dataset hc.fixed.out would be written by every instance"),
     (["--every", "1h", "--cron", "* * * * *"], {}, "--every: give --every or --cron (one of them)"),
     ([], {}, "--every: give --every or --cron (one of them)"),
     (["--every", "30s"], {}, "--every: '30s' is not an interval"),

@@ -52,7 +52,7 @@ def add_template(store: Any, settings: Settings, document: dict[str, Any], *, na
     shared = sorted({d.name for d in one.outputs()} & {d.name for d in other.outputs()})
     if shared:
         raise BadInput(f"output dataset {shared[0]} would be written by every instance: put {DUE} in its name "
-                       "(an output dataset belongs to one task)", where)
+                       "(an output dataset belongs to one task)", "jobParameters" if one.format == "panda" else "outputs")
     chosen = check_name(name if name is not None else template_name(str(document.get(where) or "")), "--name", "a template name")
     values = {
         "name": chosen, "user_name": owner, "format": one.format, "document": document,
