@@ -59,6 +59,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "db": ("db", "app"),
     "config": ("config_cmd", "app"),
     "completion": ("completion", "app"),
+    "periodic": ("periodic", "app"),
 }
 
 

@@ -24,6 +24,7 @@ from jedictl.store import pilots as pilot_store
 from jedictl.store.schema import datasets, tasks
 from tests.conftest import ROOT, click_command, invoke
 from tests.helpers import run_sql
+from tests.periodic_specs import hc_template
 
 PAGE = ROOT / "docs" / "json-output.md"
 SITE = "CERN-PROD_GRID"
@@ -194,6 +195,13 @@ class Scenario:
         j("network import", "network", "import", str(ROOT / "examples" / "network.yaml"))
         j("network list", "network", "list")
         j("network show", "network", "show", "MWT2", "CERN-PROD")
+        j("periodic add", "periodic", "add", self.file("hc.yaml", hc_template()), "--every", "1h", "--max-active", "2")
+        j("periodic instantiate", "periodic", "instantiate")
+        j("periodic list", "periodic", "list")
+        j("periodic show", "periodic", "show", "hc.test.ANALY_X")
+        j("periodic pause", "periodic", "pause", "hc.test.ANALY_X")
+        j("periodic resume", "periodic", "resume", "hc.test.ANALY_X")
+        j("periodic remove", "periodic", "remove", "hc.test.ANALY_X")
         j("check", "check")
         run_sql(self.url, lambda conn: conn.execute(datasets.update().where(datasets.c.name == "ds.out").values(n_files=datasets.c.n_files + 7)))
         j("check (violations)", "check", code=1)
@@ -208,7 +216,8 @@ class Scenario:
         j("demo", "demo", "--db", str(self.tmp / "demo.db"), store=False)
 
 
-GROUPS = {"task", "jobs", "explain", "sites", "network", "pilots", "data", "retry-rules", "queue-shares", "db", "config", "completion"}
+GROUPS = {"task", "jobs", "explain", "sites", "network", "pilots", "data", "retry-rules", "queue-shares", "db", "config", "completion",
+          "periodic"}
 
 
 @pytest.fixture(scope="module")
@@ -236,7 +245,7 @@ def test_a_pass_counts_every_outcome_it_declares_even_when_zero(scenario):
     reports = [answer for name, answer in scenario.answers.items() if isinstance(answer, dict) and "pass" in answer]
     reports += scenario.answers["run"]["passes"]
     assert {report["pass"] for report in reports} >= {"refine", "feed", "broker", "generate", "finalize", "watch", "simulate", "pilot",
-                                                      "harvest", "report", "heartbeat", "kill", "settle"}
+                                                      "harvest", "report", "heartbeat", "kill", "settle", "periodic"}
     for report in reports:
         declared = PASS_COUNTS[report["pass"]]
         assert tuple(report["counts"]) == declared, report["pass"]  # every declared count, in order, and nothing unforeseen

@@ -113,6 +113,7 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
         E("The newest tasks", "jedictl task list", True),
         E("Tasks that are running or scouting", "jedictl task list --status running --status scouting", True),
         E("The 10 newest tasks of user demo, as JSON", "jedictl task list --user demo --limit 10 -o json", True),
+        E("The instances of a periodic template", "jedictl task list --template hc.test.CERN-PROD_GRID"),
     ),
     "task show": (
         E("A task: options, resources, datasets, jobs and history", "jedictl task show 1", True),
@@ -290,5 +291,29 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
     "completion install": (
         E("Install completion for the shell named by $SHELL", "jedictl completion install"),
         E("Install it for zsh", "jedictl completion install --shell zsh"),
+    ),
+    "periodic add": (
+        E("A functional test of a site every hour, one instance at a time", "jedictl periodic add examples/periodic-hc.yaml --every 1h"),
+        E("Every 15 minutes from 06:00 UTC, up to 3 instances active", "jedictl periodic add examples/periodic-hc.yaml --cron '*/15 * * * *' --start 2026-12-01T06:00Z --max-active 3"),
+    ),
+    "periodic list": (
+        E("Every template, its next due time and what became of the last", "jedictl periodic list", True),
+        E("The paused ones, as JSON", "jedictl periodic list --status paused -o json", True),
+    ),
+    "periodic show": (
+        E("One template: schedule, next due times, last outcome, newest instances", "jedictl periodic show hc.test.CERN-PROD_GRID"),
+    ),
+    "periodic pause": (
+        E("No more instances for now", "jedictl periodic pause hc.test.CERN-PROD_GRID"),
+    ),
+    "periodic resume": (
+        E("Instances again, from the next due time", "jedictl periodic resume hc.test.CERN-PROD_GRID"),
+    ),
+    "periodic remove": (
+        E("Remove a template; its instances stay", "jedictl periodic remove hc.test.CERN-PROD_GRID"),
+    ),
+    "periodic instantiate": (
+        E("Submit the instances due now (jedictl run does it first)", "jedictl periodic instantiate"),
+        E("As of a given time, the report as JSON", "jedictl periodic instantiate --now 2026-12-01T06:00Z -o json"),
     ),
 }

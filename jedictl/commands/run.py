@@ -14,12 +14,15 @@ def run(
     ctx: typer.Context,
     once: Annotated[bool, typer.Option("--once", help="One pass of each agent, then exit (the default).")] = False,
     loop: Annotated[Optional[float], typer.Option("--loop", metavar="SECONDS", min=0.1, help="Run the pipeline every SECONDS until interrupted.")] = None,
-    agents: Annotated[Optional[str], typer.Option("--agents", metavar="LIST", help="Comma list of agents to run (refine,feed,broker,generate,harvest,finalize,watch); always in pipeline order.")] = None,
+    agents: Annotated[Optional[str], typer.Option("--agents", metavar="LIST", help="Comma list of agents to run (periodic,refine,feed,broker,generate,harvest,finalize,watch); always in pipeline order.")] = None,
     metrics_file: Annotated[Optional[str], typer.Option("--metrics-file", metavar="PATH", help="Write Prometheus text-format metrics here after each run, atomically. (env: JEDICTL_METRICS_FILE)")] = None,
     log_format: Annotated[Optional[str], typer.Option("--log-format", metavar="FORMAT", help="text, or json for one JSON object per pass on stderr. (env: JEDICTL_LOG_FORMAT)")] = None,
     seed: SeedOpt = None,
 ) -> None:
-    """Run refine, feed, broker, generate, harvest, finalize and watch once each, in that order.
+    """Run periodic, refine, feed, broker, generate, harvest, finalize and watch once each, in that order.
+
+    periodic submits the periodic templates that are due (`jedictl periodic`), so their new tasks are
+    refined and given jobs in the same run.
 
     harvest runs only when some site names a batch system (sites.batch): it submits pilots for the
     jobs generate just made (`jedictl harvest`).

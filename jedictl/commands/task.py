@@ -15,7 +15,7 @@ from jedictl.output import View
 app = App(help="Inspect tasks and steer them: kill, retry, finish, incexec, pause, resume, avalanche, reassign.",
           no_args_is_help=True)
 
-LIST_VIEW = View(("task_id", "name", "user", "status", "priority", "work_queue", "gshare", "modified_at"), keep=4)
+LIST_VIEW = View(("task_id", "name", "user", "status", "priority", "work_queue", "gshare", "modified_at", "template"), keep=4)
 SHOW_VIEW = View(tables={
     "datasets": View(("dataset_id", "name", "type", "status", "input", "n_files", "n_files_finished", "n_files_failed", "reads",
                       "state", "n_events", "site", "destination"), keep=4),
@@ -30,6 +30,7 @@ def list_(
     status: Annotated[Optional[List[str]], typer.Option("--status", help="Only tasks in this status (repeatable).")] = None,
     user: Annotated[Optional[str], typer.Option("--user", help="Only tasks of this user.")] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many tasks, newest first.")] = 100,
+    template: Annotated[Optional[str], typer.Option("--template", metavar="NAME", help="Only the instances of this periodic template.")] = None,
     columns: ColumnsOpt = None,
     wide: WideOpt = False,
 ) -> None:
@@ -42,7 +43,7 @@ def list_(
     from jedictl.engine.views.tasks import list_tasks
 
     with app_ctx.store().read() as conn:
-        rows = list_tasks(conn, statuses, user, limit)
+        rows = list_tasks(conn, statuses, user, limit, template)
     app_ctx.emit(rows, LIST_VIEW, pick=columns, wide=wide)
 
 

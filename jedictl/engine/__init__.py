@@ -13,6 +13,7 @@ Rooms, from the bottom layer up (a room may import only rooms below it; `import-
     commando    operator commands on tasks
     refine, feed, generate, finalize, watch     one room per agent pass
     harvest     pilots on batch systems: policy, the batch interface (local, slurm), the pass
+    periodic    task templates with a schedule: the schedule (pure), the templates, the pass that instantiates them
     views       task and job views, explain, metrics (read only)
     messages    `jedictl listen` (messages -> feed, commands, reports) and the task events published
     pipeline    every agent in order: `jedictl run`

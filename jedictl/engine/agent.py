@@ -64,6 +64,7 @@ PASS_COUNTS: dict[str, tuple[str, ...]] = {
     "kill": ("killed", "tobekilled", "refused"),
     "settle": ("applied", "waiting", "unchanged"),
     "listen": ("applied", "duplicate", "refused", "rejected", "error", "published"),
+    "periodic": ("instantiated", "capped", "refused", "skipped", "error", "missed"),
 }
 #: The outcomes that are failures (the command exits 1 when any is counted); "error" for the others.
 PASS_FAILURES: dict[str, tuple[str, ...]] = {"report": ("refused", "conflict"), "kill": ("refused",), "heartbeat": ()}

@@ -17,14 +17,19 @@ from jedictl.engine.feed.feeder import feed_pass
 from jedictl.engine.finalize.postprocessor import finalize_pass
 from jedictl.engine.generate.generator import generate_pass
 from jedictl.engine.harvest.harvester import HarvestRequest, harvest_pass, harvest_wanted, pilot_store_url
+from jedictl.engine.periodic.instances import periodic_pass
 from jedictl.engine.refine.refiner import refine_pass
 from jedictl.engine.watch.watchdog import watch_pass
 from jedictl.errors import BadInput
 from jedictl.model.choices import AGENTS as PIPELINE_AGENTS
 
-#: Pipeline order: refine -> feed -> broker -> generate -> harvest (pilots for the new jobs, only where a
+#: Pipeline order: periodic (the templates due become tasks) -> refine -> feed -> broker -> generate -> harvest (pilots for the new jobs, only where a
 #: site has a batch system) -> finalize, then the watchdog's housekeeping.
 AGENTS = PIPELINE_AGENTS
+
+
+def _periodic(store: Any, settings: Settings, owner: str, now: datetime, seed: int | None) -> PassReport:
+    return periodic_pass(store, settings, owner, now)
 
 
 def _refine(store: Any, settings: Settings, owner: str, now: datetime, seed: int | None) -> PassReport:
@@ -56,7 +61,7 @@ def _watch(store: Any, settings: Settings, owner: str, now: datetime, seed: int 
 
 
 PASSES: dict[str, Callable[[Any, Settings, str, datetime, int | None], PassReport]] = {
-    "refine": _refine, "feed": _feed, "broker": _broker, "generate": _generate, "harvest": _harvest, "finalize": _finalize, "watch": _watch,
+    "periodic": _periodic, "refine": _refine, "feed": _feed, "broker": _broker, "generate": _generate, "harvest": _harvest, "finalize": _finalize, "watch": _watch,
 }
 
 

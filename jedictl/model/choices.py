@@ -36,9 +36,12 @@ RETRY_ACTIONS: tuple[str, ...] = ("no_retry", "limit_retry", "increase_memory", 
 PILOT_STATES: tuple[str, ...] = ("submitted", "running", "finished", "failed", "cancelled", "lost")
 #: `data import --scan --transfer`.
 TRANSFER_MODES: tuple[str, ...] = ("copy", "move", "link", "none")
-#: The agents `run --agents` takes, in pipeline order.
-AGENTS: tuple[str, ...] = ("refine", "feed", "broker", "generate", "harvest", "finalize", "watch")
+#: The agents `run --agents` takes, in pipeline order (periodic first: the tasks it makes are refined,
+#: fed and given jobs in the same run).
+AGENTS: tuple[str, ...] = ("periodic", "refine", "feed", "broker", "generate", "harvest", "finalize", "watch")
 LOG_FORMATS: tuple[str, ...] = ("text", "json")
+#: A periodic template (docs/periodic-tasks.md).
+PERIODIC_STATUSES: tuple[str, ...] = ("active", "paused")
 OUTPUT_FORMATS: tuple[str, ...] = ("table", "json", "yaml", "tsv")
 #: The units of a task's ramCount.
 RAM_UNITS: tuple[str, ...] = ("MB", "MBPerCore", "MBPerCoreFixed")
@@ -80,4 +83,5 @@ OPTION_CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("harvest", "--batch"): BATCH_SYSTEMS,
     ("run", "--agents"): AGENTS,
     ("run", "--log-format"): LOG_FORMATS,
+    ("periodic list", "--status"): PERIODIC_STATUSES,
 }

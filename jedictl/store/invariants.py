@@ -398,9 +398,27 @@ def events_of_changes(conn: Connection) -> list[str]:
             for r in rows]
 
 
+def periodic_instances_once(conn: Connection) -> list[str]:
+    """Never two instances of one periodic template for the same due time (docs/periodic-tasks.md: a pass
+    takes a due time by moving the template's next_due_at on with one guarded UPDATE, so overlapping
+    passes cannot both submit it)."""
+    t = tasks.c
+    twice = (select(t.periodic_id, t.periodic_due_at, func.min(t.id).label("first"), func.count().label("n"))
+             .where(t.periodic_id.is_not(None)).group_by(t.periodic_id, t.periodic_due_at).having(func.count() > 1)
+             .order_by(t.periodic_id, t.periodic_due_at).limit(100))
+    problems = []
+    for row in conn.execute(twice).all():
+        others = conn.execute(select(t.id).where(t.periodic_id == row.periodic_id, t.periodic_due_at == row.periodic_due_at,
+                                                 t.id != row.first).order_by(t.id)).scalars().all()
+        problems += [f"task {other} is a second instance of periodic template {row.periodic_id} for its due time "
+                     f"{row.periodic_due_at:%Y-%m-%dT%H:%MZ} (task {row.first} is the first)" for other in others]
+    return problems
+
+
 CHECKS = (dataset_counters, leases_of_final_tasks, files_in_one_live_job, retry_history, records_of_live_jobs, work_done_once,
           live_jobs_of_ended_tasks, outputs_registered_once, inputs_of_ended_tasks, assigned_jobs_await_input, outputs_of_one_task,
-          site_datasets_in_their_container, throttled_jobs_are_released, many_time_not_consumed, events_of_changes)
+          site_datasets_in_their_container, throttled_jobs_are_released, many_time_not_consumed, events_of_changes,
+          periodic_instances_once)
 
 
 def check_all(conn: Connection, *, dead_owners: Sequence[str] = (), no_live_passes: bool = False) -> list[str]:

@@ -144,10 +144,16 @@ tasks = Table(
     Column("notify_channels", String(64)),  # the channels that succeeded for this end (a retry skips them)
     Column("notify_error", String(2000)),
     Column("notify_claimed_until", TIME),  # a pass is sending it: others keep off until then
+    # The periodic template this task is an instance of, and the due time it was made for (migration
+    # 0014, docs/periodic-tasks.md). No foreign key: removing a template leaves its instances, which
+    # keep the id; `check` holds one instance per template and due time (periodic_instances_once).
+    Column("periodic_id", ID),
+    Column("periodic_due_at", TIME),
     Index("ix_tasks_status_priority", "status", "current_priority"),
     Index("ix_tasks_ended_at", "ended_at"),
     Index("ix_tasks_user_name", "user_name"),
     Index("ix_tasks_parent_id", "parent_id"),
+    Index("ix_tasks_periodic_id", "periodic_id", "periodic_due_at"),
 )
 
 task_params = Table(
@@ -673,6 +679,44 @@ message_outbox = Table(
     sqlite_autoincrement=True,
 )
 
+# ------------------------------------------------------------------------------------------ periodic
+# Periodic tasks (docs/periodic-tasks.md, migration 0014).
+
+#: A task template with a schedule: `jedictl periodic instantiate` (a pass of `jedictl run`) submits its
+#: document as a task when `next_due_at` has passed, unless `max_active` of its instances are still
+#: active. A pass takes a due time by moving `next_due_at` on with one guarded UPDATE (`WHERE
+#: next_due_at = <the time it read>`), so two passes never act on the same due time.
+periodic_templates = Table(
+    "periodic_templates",
+    metadata,
+    _id(),
+    Column("name", NAME, nullable=False, unique=True),
+    Column("user_name", String(128), nullable=False),  # the owner of every instance
+    Column("format", String(16), nullable=False),  # "panda" | "spec"
+    Column("document", JSON, nullable=False),  # the task document, with ${DUE} where the due time goes
+    Column("every_minutes", Integer),  # an interval schedule ...
+    Column("cron", String(128)),  # ... or a cron expression (UTC)
+    Column("start_at", TIME, nullable=False),  # no due time before this
+    Column("max_active", Integer, nullable=False),
+    Column("status", STATUS, nullable=False),  # active | paused
+    Column("next_due_at", TIME),  # NULL: the schedule has no further time
+    Column("last_due_at", TIME),
+    Column("last_outcome", STATUS),  # instantiated | capped | refused
+    Column("last_reason", Text),
+    Column("last_task_id", ID),
+    Column("n_instances", Integer, nullable=False, default=0),
+    Column("n_capped", Integer, nullable=False, default=0),
+    Column("n_refused", Integer, nullable=False, default=0),
+    Column("n_missed", Integer, nullable=False, default=0),
+    Column("created_at", TIME, nullable=False),
+    Column("created_by", String(128), nullable=False),
+    Column("modified_at", TIME, nullable=False),
+    Index("ix_periodic_templates_status_next_due_at", "status", "next_due_at"),
+    # AUTOINCREMENT on SQLite: a removed template's id is never given to a new one, whose instances its
+    # old ones (which keep the id) would otherwise seem to be.
+    sqlite_autoincrement=True,
+)
+
 #: Tables of each migration step, in creation order (used by the migrations and their test).
 TASK_MODEL_TABLES = [
     tasks, task_params, task_status_history, task_commands, datasets, files, output_templates,
@@ -683,3 +727,4 @@ CATALOG_TABLES = [
     catalog_files, catalog_replicas, catalog_file_replicas, retry_rules, network_matrix,
 ]
 MESSAGE_TABLES = [processed_messages, message_outbox]
+PERIODIC_TABLES = [periodic_templates]

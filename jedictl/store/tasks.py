@@ -144,8 +144,11 @@ def status_of(conn: Connection, task_id: int) -> str:
     return conn.execute(select(tasks.c.status).where(tasks.c.id == task_id)).scalar_one()
 
 
-def list_tasks(conn: Connection, status: Sequence[str] = (), user: str | None = None, limit: int = 100) -> list[Row]:
+def list_tasks(conn: Connection, status: Sequence[str] = (), user: str | None = None, limit: int = 100,
+               periodic_id: int | None = None) -> list[Row]:
     query = select(tasks).order_by(tasks.c.id.desc()).limit(limit)
+    if periodic_id is not None:
+        query = query.where(tasks.c.periodic_id == periodic_id)
     if status:
         query = query.where(tasks.c.status.in_(list(status)))
     if user:

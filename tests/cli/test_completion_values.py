@@ -83,7 +83,7 @@ def test_statuses_kinds_actions_algorithms_and_resource_types(tmp_path):
 
 def test_a_comma_list_completes_its_last_item():
     assert complete("jedictl run --agents ", "jedictl run --agents refine,f", "jedictl run --agents refine,feed,")[1:] == [
-        ["refine,feed", "refine,finalize"], ["refine,feed,broker", "refine,feed,generate", "refine,feed,harvest", "refine,feed,finalize",
+        ["refine,feed", "refine,finalize"], ["refine,feed,periodic", "refine,feed,broker", "refine,feed,generate", "refine,feed,harvest", "refine,feed,finalize",
                                             "refine,feed,watch"]]
 
 

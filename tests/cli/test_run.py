@@ -17,7 +17,7 @@ from tests.cli.test_generate import WORKED_EXAMPLE, _grid
 from tests.conftest import EXAMPLES
 from tests.helpers import jedictl_processes_together, row_counts, run_sql
 
-AGENTS = ["refine", "feed", "broker", "generate", "finalize", "watch"]
+AGENTS = ["periodic", "refine", "feed", "broker", "generate", "finalize", "watch"]
 
 
 def _submit(cli, store, tmp_path):
@@ -133,7 +133,7 @@ def test_json_log_lines_one_per_pass(cli, store, tmp_path):
     lines = [json.loads(line) for line in result.stderr.splitlines()]
     assert [line["pass"] for line in lines] == AGENTS
     assert all(line["event"] == "pass" and line["level"] == "info" and line["ts"].endswith("Z") for line in lines)
-    assert lines[0]["defined"] == 2 and isinstance(lines[0]["duration_s"], float)
+    assert lines[AGENTS.index("refine")]["defined"] == 2 and isinstance(lines[0]["duration_s"], float)
 
 
 def test_log_format_and_metrics_file_come_from_the_environment_too(cli, store, tmp_path):

@@ -22,6 +22,13 @@ JEDICTL_HOOK_BREAK_GUARD=claim  leases.claim_one ignores the condition the row w
                                 guard whose absence was issue 14's defect 1 -- so a test can show that
                                 its invariants catch the break
 JEDICTL_HOOK_BREAK_GUARD=release  leases.release and release_all do nothing: leases are left behind
+JEDICTL_HOOK_SLOW_PERIODIC=SECONDS  a periodic pass waits SECONDS once it has read the templates due,
+                                before it claims any (overlapping passes all past their read of one due time)
+JEDICTL_HOOK_BREAK_GUARD=periodic  store.periodic.claim_due ignores the due time the pass read and
+                                claims whatever the template holds, so a test can show that `check`
+                                catches two instances of one due time
+JEDICTL_HOOK_DIE_AT=periodic-before-commit  a periodic pass SIGKILLs itself when it has claimed a due time,
+                                submitted the instance and recorded the outcome, before it commits
 JEDICTL_HOOK_DIE_AT=generate-finish  the process SIGKILLs itself when the generator has committed a
                                 task's jobs and is about to make its final write (a kill between them)
 JEDICTL_HOOK_DIE_AT=listen-before-commit  `jedictl listen` SIGKILLs itself inside a message's action
@@ -45,8 +52,35 @@ def _install() -> None:
     slow_owner_check = float(os.environ.get("JEDICTL_HOOK_SLOW_OWNER_CHECK", "0") or 0)
     slow_resubmission = float(os.environ.get("JEDICTL_HOOK_SLOW_RESUBMISSION", "0") or 0)
     die_at = os.environ.get("JEDICTL_HOOK_DIE_AT")
-    if not (slow or slow_query or holding or broken or slow_chunk or slow_owner_check or slow_resubmission or die_at):
+    slow_periodic = float(os.environ.get("JEDICTL_HOOK_SLOW_PERIODIC", "0") or 0)
+    if not (slow or slow_query or holding or broken or slow_chunk or slow_owner_check or slow_resubmission or die_at or slow_periodic):
         return
+    if slow_periodic:
+        import time
+
+        from jedictl.store import periodic
+
+        real_due = periodic.due_templates
+
+        def slow_due_templates(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            found = real_due(*args, **kwargs)
+            time.sleep(slow_periodic)
+            return found
+
+        periodic.due_templates = slow_due_templates
+    if broken == "periodic":
+        from sqlalchemy import update
+
+        from jedictl.store import periodic
+        from jedictl.store.schema import periodic_templates as templates
+
+        def unguarded_claim_due(conn, template_id, expected, due_at, following, missed, now):  # noqa: ANN001, ANN202, ARG001
+            moved = conn.execute(update(templates).where(templates.c.id == template_id, templates.c.status == "active")
+                                 .values(next_due_at=following, last_due_at=due_at, n_missed=templates.c.n_missed + missed,
+                                         modified_at=now))
+            return moved.rowcount == 1
+
+        periodic.claim_due = unguarded_claim_due
     if slow_resubmission:
         import time
 
@@ -86,6 +120,18 @@ def _install() -> None:
             os.kill(os.getpid(), signal.SIGKILL)
 
         broker.Broker.ack = dying_ack
+    if die_at == "periodic-before-commit":
+        import signal
+
+        from jedictl.store import periodic
+
+        real_record = periodic.record_outcome
+
+        def dying_record(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            real_record(*args, **kwargs)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        periodic.record_outcome = dying_record
     if die_at == "generate-finish":
         import signal
 

@@ -126,12 +126,13 @@ def active_task_refusal(active: int, cap: int | None, user_name: str, label: str
 
 
 def register_task(conn, definition: TaskDefinition, document: dict[str, Any], now: datetime, by: str,  # noqa: ANN001
-                  max_active_tasks: dict[str, int] | None = None) -> int:
+                  max_active_tasks: dict[str, int] | None = None, links: dict[str, Any] | None = None) -> int:
     """Store a validated definition as a `registered` task (JEDI's task-parameter insertion), unless its
     user has reached the cap on active tasks of its label (`max_active_tasks`: label -> cap). The caller
     has made sure no task of the user has its unique name (or turned the submission into a
     resubmission: engine/commando/submit.py); one that appeared since is refused as PanDA refuses a
-    task already queued."""
+    task already queued. `links`: further columns of the task row (a periodic instance's template and
+    due time)."""
     cap = (max_active_tasks or {}).get(definition.prod_source_label)
     if cap is not None:
         active = task_store.active_tasks_of(conn, definition.user_name, definition.prod_source_label, ACTIVE_TASK_STATUSES)
@@ -145,7 +146,7 @@ def register_task(conn, definition: TaskDefinition, document: dict[str, Any], no
             raise NotFound(f"task {used_by} does not exist", "skip_files_used_by")
     refuse_shared_outputs(conn, definition)
     try:
-        return task_store.insert_task(conn, task_row(definition), document, definition.format, definition.unknown_keys, now, by,
+        return task_store.insert_task(conn, {**task_row(definition), **(links or {})}, document, definition.format, definition.unknown_keys, now, by,
                                       output_names=[dataset.name for dataset in definition.outputs()])
     except NameTaken as taken:
         raise BadInput(refusal(taken.task_id, taken.status, definition.name) or str(taken), name_path(definition)) from taken

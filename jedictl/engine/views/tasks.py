@@ -9,7 +9,9 @@ from jedictl.engine.task.definition import input_role
 from jedictl.engine.task.options import options_from_dict
 from jedictl.engine.views.job_summary import summarise
 from jedictl.store import datasets as dataset_store
+from jedictl.errors import NotFound
 from jedictl.store import jobs as job_store
+from jedictl.store import periodic as periodic_store
 from jedictl.store import task_commands as command_store
 from jedictl.store import tasks as task_store
 from jedictl.store import views as view_store
@@ -21,16 +23,37 @@ RESOURCES = ("core_count", "ram_count", "ram_unit", "base_ram_count", "walltime"
              "work_disk_unit", "io_intensity", "io_intensity_unit")
 
 
-def task_summary(row: Any) -> dict[str, Any]:
+def task_summary(row: Any, templates: dict[int, str] | None = None) -> dict[str, Any]:
     return {
         "task_id": row.id, "name": row.name, "user": row.user_name, "status": row.status,
         "priority": row.current_priority, "work_queue": row.work_queue, "gshare": row.gshare,
         "modified_at": row.modified_at,
+        # The periodic template it is an instance of (docs/periodic-tasks.md): its name, null for other tasks
+        # (and for an instance whose template was removed: `task show` keeps the id).
+        "template": (templates or {}).get(row.periodic_id) if row.periodic_id is not None else None,
     }
 
 
-def list_tasks(conn, status: Sequence[str] = (), user: str | None = None, limit: int = 100) -> list[dict[str, Any]]:  # noqa: ANN001
-    return [task_summary(row) for row in task_store.list_tasks(conn, status, user, limit)]
+def list_tasks(conn, status: Sequence[str] = (), user: str | None = None, limit: int = 100,  # noqa: ANN001
+               template: str | None = None) -> list[dict[str, Any]]:
+    """The newest tasks; with `template`, only the instances of that periodic template."""
+    template_id = None
+    if template is not None:
+        found = periodic_store.get_template(conn, template)
+        if found is None:
+            raise NotFound(f"no periodic template named {template}", "--template")
+        template_id = found.id
+    rows = task_store.list_tasks(conn, status, user, limit, periodic_id=template_id)
+    names = periodic_store.names_of(conn, (row.periodic_id for row in rows))
+    return [task_summary(row, names) for row in rows]
+
+
+def periodic_link(conn, row: Any) -> dict[str, Any] | None:  # noqa: ANN001
+    """The periodic template a task is an instance of and the due time it was made for, or None."""
+    if row.periodic_id is None:
+        return None
+    return {"template_id": row.periodic_id, "template": periodic_store.names_of(conn, [row.periodic_id]).get(row.periodic_id),
+            "due_at": row.periodic_due_at}
 
 
 def task_details(conn, task_id: int) -> dict[str, Any]:  # noqa: ANN001
@@ -49,7 +72,7 @@ def task_details(conn, task_id: int) -> dict[str, Any]:  # noqa: ANN001
         "error_dialog": row.error_dialog, "vo": row.vo, "prod_source_label": row.prod_source_label,
         "task_type": row.task_type, "processing_type": row.processing_type, "working_group": row.working_group,
         "campaign": row.campaign, "task_priority": row.task_priority, "current_priority": row.current_priority,
-        "parent_id": row.parent_id, "work_queue": row.work_queue, "gshare": row.gshare, "resource_type": row.resource_type,
+        "parent_id": row.parent_id, "periodic": periodic_link(conn, row), "work_queue": row.work_queue, "gshare": row.gshare, "resource_type": row.resource_type,
         "cloud": row.cloud, "site": row.site, "nucleus": row.nucleus, "attempt_nr": row.attempt_nr,
         "transformation": row.trans_path, "release": row.trans_uses, "cache": row.trans_home,
         "architecture": row.architecture, "container": row.container_name,
