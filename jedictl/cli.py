@@ -59,6 +59,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "db": ("db", "app"),
     "config": ("config_cmd", "app"),
     "completion": ("completion", "app"),
+    "recover-lost": ("recover_lost", "recover_lost"),
 }
 
 

@@ -339,7 +339,8 @@ class TaskGenerator:
             if site is None:
                 break
             target = self.sites[site.site]
-            limits = job_limits(ctx.live_options, site_limits(target), scout=ctx.scout, defaults=defaults)
+            limits = job_limits(ctx.live_options, site_limits(target), scout=ctx.scout, group_boundary_id=ctx.group_boundary_id,
+                                defaults=defaults)
             room = per_site if max_jobs is None else min(per_site, max_jobs - len(plan))
             if site.n_free is not None:
                 room = min(room, site.n_free - taken.get(site.site, 0))
