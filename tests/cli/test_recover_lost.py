@@ -146,3 +146,128 @@ def test_a_lost_file_is_made_again_by_a_recovery_task_that_reruns_its_job(cli, s
     assert run_sql(store, check_all) == []
     third = cli.json("recover-lost", "ds.a", db=store)
     assert third["recoveries"] == [] and third["already_recovering"][0]["replacement"] == replacement
+
+
+def test_lost_inputs_chain_the_recovery_to_a_recovery_of_the_task_that_made_them(cli, store, tmp_path):
+    _grid(cli, store, tmp_path)
+    task_a = _task(cli, store, TASK_A)
+    task_b = _task(cli, store, TASK_B)
+    made_b = _made_by(store, "ds.b")
+    lost_b = sorted(made_b)[1]
+    inputs = _inputs_of_job(store, made_b[lost_b])
+    assert len(inputs) == 3
+    lost_a = inputs[:2]  # two of the three files that job read are gone as well
+    cli("data", "mark-lost", "ds.b", lost_b, db=store)
+    cli("data", "mark-lost", "ds.a", *lost_a, db=store)
+
+    made = cli.json("recover-lost", "ds.b", db=store)
+    first, second = made["recoveries"]
+    assert first["original_task_id"] == task_a and first["status"] == "ready" and first["parent_id"] is None
+    assert sorted(f["lfn"] for f in first["files"]) == lost_a
+    assert second["original_task_id"] == task_b and second["status"] == "registered" and second["parent_id"] == first["task_id"]
+    assert second["lost_inputs"] == lost_a and [f["lfn"] for f in second["files"]] == [lost_b]
+    assert run_sql(store, check_all) == []
+
+    cli("refine", "--now", NOW, db=store)  # the recovery of ds.b waits for the one of ds.a
+    waiting = cli.json("task", "show", str(second["task_id"]), db=store)
+    assert waiting["status"] == "pending" and f"recovery task {first['task_id']}" in waiting["error_dialog"]
+
+    _run_to_end(cli, store)
+    recovered_a = cli.json("task", "show", str(first["task_id"]), db=store)["recovery"]["recovered_files"]
+    replacements = {entry["lfn"]: entry["replacement"] for entry in recovered_a}
+    assert set(replacements) == set(lost_a) and all(replacements.values())
+    shown = cli.json("task", "show", str(second["task_id"]), db=store)
+    assert shown["status"] == "done" and shown["parent_id"] == first["task_id"]
+    [entry] = shown["recovery"]["recovered_files"]
+    assert entry["lfn"] == lost_b and _catalog(store, "ds.b")[entry["replacement"]] == "available"
+    # the re-run job of B read the replacements of its lost inputs and the input that was not lost
+    assert _inputs_of_jobs(store, second["task_id"]) == [sorted([replacements[lost_a[0]], replacements[lost_a[1]], inputs[2]])]
+    assert run_sql(store, check_all) == []
+    assert cli.json("recover-lost", "ds.b", db=store)["recoveries"] == []
+    assert cli.json("recover-lost", "ds.a", db=store)["recoveries"] == []
+
+
+def test_bad_requests_are_refused_with_one_line_and_nothing_written(cli, store, tmp_path):
+    _grid(cli, store, tmp_path)
+    _task(cli, store, TASK_A)
+    cli("data", "mark-lost", "ds.in", "f.001.root", db=store)
+    cli("data", "mark-lost", "ds.a", "A.000001.root", db=store)
+    before = row_counts(store)
+    cases = [
+        (("recover-lost", "ds.nowhere"), "unknown dataset 'ds.nowhere': it is not in the data catalog"),
+        (("recover-lost", "ds.a", "--files", "A.999999.root"), "file 'A.999999.root' is not in dataset ds.a"),
+        (("recover-lost", "ds.a", "--files", "A.000002.root"), "file 'A.000002.root' of ds.a is not lost (mark it with `jedictl data mark-lost`)"),
+        (("recover-lost", "ds.in"), "no job produced file 'f.001.root' of ds.in: only files a task wrote can be recovered"),
+        (("recover-lost", "ds.a", "--files", "A.000001.root,"), "--files: an empty file name"),
+        (("data", "mark-lost", "ds.nowhere", "x.root"), "unknown dataset 'ds.nowhere'"),
+        (("data", "mark-lost", "ds.a", "x.root"), "file 'x.root' is not in dataset ds.a"),
+    ]
+    for args, message in cases:
+        result = cli(*args, db=store, code=2)
+        assert result.stderr == f"jedictl: error: {message}\n", args
+    assert row_counts(store) == before
+    # marking a file lost twice changes nothing the second time
+    assert cli.json("data", "mark-lost", "ds.a", "A.000001.root", db=store) == {"dataset": "ds.a", "files_marked_lost": 0, "already_lost": 1}
+    # nothing lost: nothing to do, exit 0
+    result = cli("recover-lost", "ds.a.log", db=store)
+    assert "nothing to do for ds.a.log: no lost files" in result.stderr
+
+
+def test_a_task_still_writing_the_dataset_is_not_recovered_until_it_has_ended(cli, store, tmp_path):
+    _grid(cli, store, tmp_path)
+    task_a = _task(cli, store, TASK_A)
+    cli("data", "mark-lost", "ds.a", "A.000001.root", db=store)
+    recovery = cli.json("recover-lost", "ds.a", db=store)["recoveries"][0]["task_id"]
+    cli("data", "mark-lost", "ds.a", "A.000002.root", db=store)
+    before = row_counts(store)
+    result = cli("recover-lost", "ds.a", "--files", "A.000002.root", db=store, code=2)
+    assert result.stderr == f"jedictl: error: task {recovery} (ready) is writing ds.a: recover its lost files once it has ended\n"
+    assert row_counts(store) == before
+    _run_to_end(cli, store)
+    second = cli.json("recover-lost", "ds.a", db=store)  # A.000001 has its replacement; A.000002 is recovered now
+    assert [f["lfn"] for f in second["recoveries"][0]["files"]] == ["A.000002.root"]
+    assert [a["lfn"] for a in second["already_recovering"]] == ["A.000001.root"] and second["recoveries"][0]["original_task_id"] == task_a
+    assert run_sql(store, check_all) == []
+
+
+def test_check_catches_a_file_recovered_twice(cli, store, tmp_path, monkeypatch):
+    """The guard is `covering`: with it broken, a second run makes a second recovery of the same file."""
+    from jedictl.store import recovery as recovery_store
+
+    _grid(cli, store, tmp_path)
+    _task(cli, store, TASK_A)
+    cli("data", "mark-lost", "ds.a", "A.000004.root", db=store)
+    first = cli.json("recover-lost", "ds.a", db=store)["recoveries"][0]["task_id"]
+    assert run_sql(store, check_all) == []
+    real = recovery_store.covering
+    monkeypatch.setattr(recovery_store, "covering", lambda conn, dataset, lfns: {})
+    monkeypatch.setattr(recovery_store, "live_writers", lambda conn, names: [])
+    second = cli.json("recover-lost", "ds.a", db=store)["recoveries"][0]["task_id"]
+    monkeypatch.setattr(recovery_store, "covering", real)
+    assert run_sql(store, check_all) == [f"output A.000004.root of ds.a is recovered by tasks {first}, {second} at once"]
+    result = cli("check", "-o", "json", db=store, code=1)
+    violation = json.loads(result.stdout)["violations"][0]
+    assert violation["check"] == "lost_files_recovered_once" and violation["object"] == "output A.000004.root of ds.a"
+
+
+def test_a_recovery_killed_takes_its_waiting_child_with_it_and_the_files_can_be_recovered_again(cli, store, tmp_path):
+    _grid(cli, store, tmp_path)
+    _task(cli, store, TASK_A)
+    _task(cli, store, TASK_B)
+    made_b = _made_by(store, "ds.b")
+    lost_b = sorted(made_b)[0]
+    lost_a = _inputs_of_job(store, made_b[lost_b])[:1]
+    cli("data", "mark-lost", "ds.b", lost_b, db=store)
+    cli("data", "mark-lost", "ds.a", *lost_a, db=store)
+    parent, child = (unit["task_id"] for unit in cli.json("recover-lost", "ds.b", db=store)["recoveries"])
+    cli("kill", str(parent), db=store)
+    _run_to_end(cli, store)
+    assert cli.json("task", "show", str(parent), db=store)["status"] == "aborted"
+    assert cli.json("task", "show", str(child), db=store)["status"] in ("aborted", "broken")
+    assert run_sql(store, check_all) == []
+    # an ended recovery that made nothing covers nothing: recovering again makes new tasks, and they run
+    again = cli.json("recover-lost", "ds.b", db=store)
+    assert again["already_recovering"] == [] and len(again["recoveries"]) == 2
+    _run_to_end(cli, store)
+    assert [cli.json("task", "show", str(unit["task_id"]), db=store)["status"] for unit in again["recoveries"]] == ["done", "done"]
+    assert run_sql(store, check_all) == []

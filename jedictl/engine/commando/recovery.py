@@ -158,7 +158,7 @@ class _Planner:
                 raise BadInput(f"file {record.lfn!r} of {dataset} is in a site's dataset of an output container: not recoverable")
         job_ids = tuple(sorted({record.job_id for record in records}))
         outputs = store.job_outputs(self.conn, job_ids)
-        writers = [w for w in store.live_writers(self.conn, [o.dataset_name for o in outputs] + [dataset])]
+        writers = sorted(store.live_writers(self.conn, [o.dataset_name for o in outputs] + [dataset]), key=lambda w: (w.name != dataset, w.id, w.name))
         if writers:
             w = writers[0]
             raise BadInput(f"task {w.id} ({w.status}) is writing {w.name}: recover its lost files once it has ended")
