@@ -291,4 +291,11 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
         E("Install completion for the shell named by $SHELL", "jedictl completion install"),
         E("Install it for zsh", "jedictl completion install --shell zsh"),
     ),
+    "data mark-lost": (
+        E("Declare two files lost: every replica is gone", "jedictl data mark-lost mc23.reco.AOD A.000003.root A.000007.root"),
+    ),
+    "recover-lost": (
+        E("What recovering every lost file of a dataset would make, nothing written", "jedictl recover-lost mc23.reco.AOD --dry-run"),
+        E("Recover two lost files", "jedictl recover-lost mc23.reco.AOD --files A.000003.root,A.000007.root"),
+    ),
 }

@@ -212,7 +212,7 @@ def apply(conn: Any, plan: Plan, *, by: str, now: datetime) -> None:
         count = len(store.recoveries_of(conn, unit.original_task_id))
         document = {"recovery_of": unit.original_task_id, "dataset": unit.dataset, "jobs": list(unit.job_ids),
                     "files": [{"dataset": f.dataset, "lfn": f.lfn} for f in unit.files]}
-        reason = (f"recovery of {len(unit.files)} lost files of task {unit.original_task_id}"
+        reason = (f"recovery of {_files(len(unit.files))} of task {unit.original_task_id}"
                   + (f", waiting for recovery task {waits[0]}" if waits else ""))
         unit.task_id = store.insert_recovery_task(
             conn, unit.original_task_id, name=f"{original.name}.recovery.{count + 1}"[:256], options=original.options or {},
@@ -224,6 +224,10 @@ def apply(conn: Any, plan: Plan, *, by: str, now: datetime) -> None:
         store.insert_recovered(conn, unit.task_id, [(f.dataset, f.lfn, f.stream, f.job_id, f.record_id) for f in unit.files])
         if unit.substitutes:
             _substitute(conn, unit.task_id, unit.substitutes, unit.records)
+
+
+def _files(n: int) -> str:
+    return f"{n} lost file{'s' if n != 1 else ''}"
 
 
 def _all_outputs(conn: Any, unit: Unit) -> list[str]:
@@ -271,9 +275,9 @@ def gate(conn: Any, task_id: int) -> Gate:
             waiting.add(cover["task_id"])
     if waiting:
         tasks = ", ".join(str(t) for t in sorted(waiting))
-        return Gate("wait", f"waiting for recovery task {tasks} to make its lost inputs again")
+        return Gate("wait", f"waiting for recovery task {tasks} to make lost inputs again")
     store.replace_records(conn, changes)
-    return Gate("proceed", f"{len(changes)} lost inputs read from their replacements")
+    return Gate("proceed", f"{len(changes)} lost input{'s' if len(changes) != 1 else ''} read from {'their replacements' if len(changes) != 1 else 'its replacement'}")
 
 
 def is_recovery(conn: Any, task_id: int) -> bool:
