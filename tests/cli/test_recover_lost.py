@@ -271,3 +271,37 @@ def test_a_recovery_killed_takes_its_waiting_child_with_it_and_the_files_can_be_
     _run_to_end(cli, store)
     assert [cli.json("task", "show", str(unit["task_id"]), db=store)["status"] for unit in again["recoveries"]] == ["done", "done"]
     assert run_sql(store, check_all) == []
+
+
+def test_the_worked_example_of_recovery_md(cli, store, tmp_path):
+    import re
+
+    page = (ROOT / "docs" / "recovery.md").read_text()
+    blocks = dict(re.findall(r"<!-- recovery: (\S+) -->\n```yaml\n(.*?)```", page, re.S))
+    cli("sites", "import", str(ROOT / "examples" / "sites.yaml"), db=store)
+    (tmp_path / "evnt.yaml").write_text(blocks["evnt"])
+    cli("data", "import", str(tmp_path / "evnt.yaml"), db=store)
+    assert _task(cli, store, blocks["simul"]) == 1 and _task(cli, store, blocks["reco"]) == 2
+    assert _made_by(store, "mc23.reco.AOD")["AOD.000002.root"] == 6 and _inputs_of_job(store, 6) == ["HITS.000003.root", "HITS.000004.root"]
+    cli("data", "mark-lost", "mc23.reco.AOD", "AOD.000002.root", db=store)
+    cli("data", "mark-lost", "mc23.simul.HITS", "HITS.000003.root", "HITS.000004.root", db=store)
+    planned = cli.json("recover-lost", "mc23.reco.AOD", "--dry-run", db=store)["recoveries"]
+    assert [(u["task_id"], u["original_task_id"], u["status"], u["jobs"], u["inputs"], u["lost_inputs"]) for u in planned] == [
+        (None, 1, "ready", [3, 4], 4, []), (None, 2, "registered", [6], 2, ["HITS.000003.root", "HITS.000004.root"])]
+    assert [u["task_id"] for u in cli.json("recover-lost", "mc23.reco.AOD", db=store)["recoveries"]] == [3, 4]
+    refined = cli.json("refine", db=store)["items"]
+    assert refined == [{"outcome": "pending", "task_id": 4, "reason": "waiting for recovery task 3 to make lost inputs again"}]
+    _run_to_end(cli, store)
+    shown = cli.json("task", "show", "4", db=store)
+    assert shown["recovery"] == {"recovery_of": 2, "recovered_files": [
+        {"dataset": "mc23.reco.AOD", "lfn": "AOD.000002.root", "job_id": 6, "replacement": "AOD.000003.root"}], "recovered_by": []}
+    assert "2 lost inputs read from their replacements" in [h["reason"] for h in shown["status_history"]]
+    assert [f["replacement"] for f in cli.json("task", "show", "3", db=store)["recovery"]["recovered_files"]] == ["HITS.000005.root",
+                                                                                                                "HITS.000006.root"]
+    assert cli.json("task", "show", "2", db=store)["recovery"]["recovered_by"] == [{"task_id": 4, "status": "done", "dataset": "mc23.reco.AOD"}]
+    aod = cli.json("data", "show", "mc23.reco.AOD", "--files", db=store)
+    assert aod["lost_files"] == ["AOD.000002.root"] and [f["lfn"] for f in aod["files"]] == [f"AOD.00000{i}.root" for i in (1, 2, 3)]
+    assert _inputs_of_jobs(store, 4) == [["HITS.000005.root", "HITS.000006.root"]]
+    assert run_sql(store, check_all) == [] and cli("check", db=store).exit_code == 0
+    again = cli.json("recover-lost", "mc23.reco.AOD", db=store)
+    assert again["recoveries"] == [] and again["already_recovering"][0]["replacement"] == "AOD.000003.root"
