@@ -305,3 +305,41 @@ def test_the_worked_example_of_recovery_md(cli, store, tmp_path):
     assert run_sql(store, check_all) == [] and cli("check", db=store).exit_code == 0
     again = cli.json("recover-lost", "mc23.reco.AOD", db=store)
     assert again["recoveries"] == [] and again["already_recovering"][0]["replacement"] == "AOD.000003.root"
+
+
+EVGEN = """
+name: evgen.small
+label: managed
+processing_type: evgen
+transformation: Gen_tf.py
+command: --randomSeed=${RNDMSEED} --maxEvents=${MAXEVENTS} --firstEvent=${FIRSTEVENT} --out=${OUTPUT0}
+no_input: true
+outputs: [{dataset: ds.evnt, file_template: "EVNT.${SN}.root"}]
+log: {dataset: ds.evnt.log, file_template: "log.evnt.${SN}.tgz"}
+split: {n_events: 400, n_events_per_job: 100}
+scouts: {skip_scout: true}
+"""
+
+
+def test_a_job_without_input_is_rerun_on_its_events_with_its_seed(cli, store, tmp_path):
+    _grid(cli, store, tmp_path)
+    task = _task(cli, store, EVGEN)
+    made = _made_by(store, "ds.evnt")
+    assert len(made) == 4
+    lost = sorted(made)[2]
+    cli("data", "mark-lost", "ds.evnt", lost, db=store)
+    [unit] = cli.json("recover-lost", "ds.evnt", db=store)["recoveries"]
+    assert unit["original_task_id"] == task and unit["inputs"] == 2 and unit["status"] == "ready"
+    _run_to_end(cli, store)
+    from jedictl.store.schema import jobs
+
+    original, rerun = (run_sql(store, lambda conn, t=t: conn.execute(select(jobs.c.job_parameters).where(
+        jobs.c.task_id == t, jobs.c.status == "finished").order_by(jobs.c.id)).scalars().all()) for t in (task, unit["task_id"]))
+    [params] = rerun
+    first_event = params.split("--firstEvent=")[1].split()[0]
+    assert first_event == "201" and any("--firstEvent=201 " in p for p in original)  # the same events, job for job
+    [same] = [p for p in original if "--firstEvent=201 " in p]
+    assert params.split("--randomSeed=")[1].split()[0] == same.split("--randomSeed=")[1].split()[0]  # and the same seed
+    [entry] = cli.json("task", "show", str(unit["task_id"]), db=store)["recovery"]["recovered_files"]
+    assert entry["replacement"] == "EVNT.000005.root"
+    assert run_sql(store, check_all) == []

@@ -173,11 +173,11 @@ class _Planner:
                  and (o.dataset_name, o.lfn) not in self.plan.planned]
         inputs = store.job_inputs(self.conn, job_ids)
         for row in inputs:
-            if row.master_id is not None:
+            if row.master_id is not None and row.dataset_type != "random_seed":
                 raise BadInput(f"job {row.job_id}, which made {records[0].lfn} of {dataset}, reads the secondary input {row.dataset_name}: "
                                "jobs with secondary inputs cannot be recovered yet")
-        # Random seeds are not copied: the generator gives the re-run jobs new ones.
-        kept = [row for row in inputs if row.dataset_type != "random_seed"]
+        # Random seeds are copied as released seeds: the re-run jobs take the seeds of the jobs they re-run.
+        kept = list(inputs)
         unit = Unit(key=len(self.plan.units), original_task_id=task_id, original_name="", dataset=dataset, job_ids=job_ids, files=files,
                     records=[dict(row._mapping) for row in kept])
         # Inputs lost as well: their producers are recovered first (or already are).
