@@ -19,7 +19,7 @@ VIEW = View(tables={
 def recover_lost(
     ctx: typer.Context,
     dataset: Annotated[str, typer.Argument(help="The output dataset whose files are lost.")],
-    files: Annotated[Optional[List[str]], typer.Option("--files", metavar="LFN[,LFN...]", help="Only these lost files (repeatable, or comma-separated; default: every file of DATASET the catalog declares lost).", show_default=False)] = None,
+    files: Annotated[Optional[List[str]], typer.Option("--files", metavar="LFN", help="Only these lost files (repeatable, or several comma-separated in one; default: every file of DATASET the catalog declares lost).", show_default=False)] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the recovery tasks that would be made; write nothing.")] = False,
     user: Annotated[Optional[str], typer.Option("--user", help="Who asks, for the record (default: your login name).")] = None,
 ) -> None:

@@ -343,3 +343,24 @@ def test_a_job_without_input_is_rerun_on_its_events_with_its_seed(cli, store, tm
     [entry] = cli.json("task", "show", str(unit["task_id"]), db=store)["recovery"]["recovered_files"]
     assert entry["replacement"] == "EVNT.000005.root"
     assert run_sql(store, check_all) == []
+
+
+def test_two_recover_lost_at_once_make_one_recovery_task(cli, store, tmp_path):
+    from tests.helpers import jedictl_processes_together
+
+    _grid(cli, store, tmp_path)
+    _task(cli, store, TASK_A)
+    cli("data", "mark-lost", "ds.a", "A.000005.root", "A.000006.root", db=store)
+    workers = jedictl_processes_together([["recover-lost", "ds.a", "-o", "json", "--db", store]] * 2, tmp_path)
+    answers = []
+    for worker in workers:
+        out, err = worker.communicate(timeout=120)
+        assert worker.returncode == 0, err
+        answers.append(json.loads(out))
+    made = [unit["task_id"] for answer in answers for unit in answer["recoveries"]]
+    assert len(made) == 1
+    waited = [answer for answer in answers if not answer["recoveries"]]
+    assert [a["task_id"] for a in waited[0]["already_recovering"]] == [made[0], made[0]]
+    assert run_sql(store, lambda conn: conn.execute(select(recovered_files.c.lfn).order_by(recovered_files.c.lfn)).scalars().all()) == [
+        "A.000005.root", "A.000006.root"]
+    assert run_sql(store, check_all) == []

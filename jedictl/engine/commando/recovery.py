@@ -110,20 +110,22 @@ def make_plan(conn: Any, dataset: str, lfns: Sequence[str] | None, *, lock: bool
     else:
         wanted = store.lost_files(conn, row.id)
     plan = Plan(dataset=dataset, requested=wanted)
-    covers = _Planner(conn, plan).cover(dataset, wanted, depth=0)
+    covers = _Planner(conn, plan, lock).cover(dataset, wanted, depth=0)
     plan.already = {lfn: cover for lfn, cover in covers.items() if "task_id" in cover}
     return plan
 
 
 class _Planner:
-    def __init__(self, conn: Any, plan: Plan):
-        self.conn, self.plan = conn, plan
+    def __init__(self, conn: Any, plan: Plan, lock: bool = False):
+        self.conn, self.plan, self.lock = conn, plan, lock
 
     def cover(self, dataset: str, lfns: Sequence[str], depth: int) -> dict[str, dict[str, Any]]:
         """lfn -> how it is taken care of: {task_id, status, replacement} (already in the store) or
         {planned: key} (a unit of this plan, made here if needed)."""
         if depth > MAX_DEPTH:
             raise BadInput(f"lost inputs chain more than {MAX_DEPTH} tasks deep at dataset {dataset}")
+        if depth and self.lock:
+            store.catalog_dataset(self.conn, dataset, lock=True)  # a chain's datasets are held as the first one is
         covers: dict[str, dict[str, Any]] = dict(store.covering(self.conn, dataset, lfns))
         for lfn in lfns:
             if lfn not in covers and (dataset, lfn) in self.plan.planned:
