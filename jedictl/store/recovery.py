@@ -154,10 +154,10 @@ def live_writers(conn: Connection, names: Sequence[str]) -> list[Row]:
 
 # ------------------------------------------------------------------------------------ recoveries
 
-def covering(conn: Connection, dataset_name: str, lfns: Sequence[str]) -> dict[str, Row]:
+def covering(conn: Connection, dataset_name: str, lfns: Sequence[str]) -> dict[str, dict[str, Any]]:
     """lfn -> the recovery that already takes care of it: a recovery task not ended, or one whose job
     registered a replacement (`replacement` set). Failed, broken or aborted recoveries cover nothing."""
-    found: dict[str, Row] = {}
+    found: dict[str, dict[str, Any]] = {}
     for part in slices(sorted(set(lfns))):
         rows = conn.execute(
             select(recovered_files.c.id, recovered_files.c.task_id, recovered_files.c.lfn, recovered_files.c.stream_name,
@@ -336,17 +336,10 @@ def replace_records(conn: Connection, changes: Sequence[tuple[int, str, str]]) -
     with the catalog's guid, size, checksum and events) instead. Returns the records changed."""
     changed = 0
     for record_id, catalog_name, new_lfn in changes:
-        holder = conn.execute(select(catalog_files.c.guid, catalog_files.c.scope, catalog_files.c.size, catalog_files.c.checksum,
-                                     catalog_files.c.n_events).join(catalog_datasets, catalog_datasets.c.id == catalog_files.c.dataset_id)
+        holder = conn.execute(select(catalog_files.c.guid, catalog_files.c.scope, catalog_files.c.size, catalog_files.c.checksum).join(catalog_datasets, catalog_datasets.c.id == catalog_files.c.dataset_id)
                               .where(catalog_datasets.c.name == catalog_name, catalog_files.c.lfn == new_lfn)).first()
         values = {"lfn": new_lfn}
         if holder is not None:
             values.update(guid=holder.guid, scope=holder.scope, size=holder.size, checksum=holder.checksum)
         changed += conn.execute(update(files).where(files.c.id == record_id, files.c.status == FileStatus.READY.value).values(**values)).rowcount
     return changed
-
-
-def recovery_statuses(conn: Connection) -> list[Row]:
-    """Every recovered file with its recovery task's status (for `jedictl check`)."""
-    return conn.execute(select(recovered_files.c.task_id, recovered_files.c.dataset_name, recovered_files.c.lfn, tasks.c.status)
-                        .join(tasks, tasks.c.id == recovered_files.c.task_id).order_by(recovered_files.c.id)).all()
