@@ -133,15 +133,14 @@ def test_a_lost_file_is_made_again_by_a_recovery_task_that_reruns_its_job(cli, s
     again = cli.json("recover-lost", "ds.a", db=store)
     assert again["recoveries"] == [] and again["already_recovering"] == [{"lfn": lost, "task_id": recovery, "status": "ready", "replacement": None}]
 
+    _run_to_end(cli, store)
+    shown = cli.json("task", "show", str(recovery), db=store)
+    assert shown["status"] == "done"
     # incexec would feed the whole input dataset into it: refused, nothing written
     counts = row_counts(store)
     result = cli("task", "incexec", str(recovery), "-", input='{"nFilesPerJob": 1}', db=store, code=2)
     assert result.stderr.startswith(f"jedictl: error: task {recovery} is a recovery task (docs/recovery.md): it cannot be changed with incexec")
     assert row_counts(store) == counts
-
-    _run_to_end(cli, store)
-    shown = cli.json("task", "show", str(recovery), db=store)
-    assert shown["status"] == "done"
     [entry] = shown["recovery"]["recovered_files"]
     replacement = entry["replacement"]
     after = _catalog(store, "ds.a")

@@ -264,11 +264,15 @@ def gate(conn: Any, task_id: int) -> Gate:
     if not lost:
         return Gate("proceed")
     changes, waiting = [], set()
+    by_holder: dict[str, set[str]] = {}
+    for (_, lfn), holder in lost.items():
+        by_holder.setdefault(holder, set()).add(lfn)
+    covers = {(holder, lfn): cover for holder, lfns in by_holder.items() for lfn, cover in store.covering(conn, holder, sorted(lfns)).items()}
     for row in inputs:
         holder = lost.get((row.dataset_name, row.lfn))
         if holder is None:
             continue
-        cover = store.covering(conn, holder, [row.lfn]).get(row.lfn)
+        cover = covers.get((holder, row.lfn))
         if cover is None:
             return Gate("break", f"input {row.lfn} of {holder} is lost and no recovery task makes it again")
         if cover["replacement"]:
