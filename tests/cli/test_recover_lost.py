@@ -369,3 +369,18 @@ def test_two_recover_lost_at_once_make_one_recovery_task(cli, store, tmp_path):
     assert run_sql(store, lambda conn: conn.execute(select(recovered_files.c.lfn).order_by(recovered_files.c.lfn)).scalars().all()) == [
         "A.000005.root", "A.000006.root"]
     assert run_sql(store, check_all) == []
+
+
+def test_each_job_is_rerun_whole_when_a_generation_chunk_would_cut_it(cli, store, tmp_path, monkeypatch):
+    """Chunks of 3 records over jobs of 2 inputs: a chunk that ends inside a job leaves that job's records
+    for the next chunk, so each original job is re-run as one job on all its inputs."""
+    _grid(cli, store, tmp_path)
+    _task(cli, store, TASK_A)
+    made = _made_by(store, "ds.a")
+    lost = ["A.000002.root", "A.000003.root", "A.000004.root"]
+    cli("data", "mark-lost", "ds.a", *lost, db=store)
+    [unit] = cli.json("recover-lost", "ds.a", db=store)["recoveries"]
+    monkeypatch.setenv("JEDICTL_GENERATE__BATCH_SIZE", "3")
+    _run_to_end(cli, store)
+    assert _inputs_of_jobs(store, unit["task_id"]) == [_inputs_of_job(store, made[lfn]) for lfn in lost]
+    assert run_sql(store, check_all) == []
