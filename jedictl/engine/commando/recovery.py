@@ -66,6 +66,7 @@ class Unit:
     #: what it waits for: ("task", id) of recovery tasks in the store, ("planned", key) of units of this plan
     waits_for: list[tuple[str, int]] = field(default_factory=list)
     lost_inputs: list[str] = field(default_factory=list)
+    writes: set[str] = field(default_factory=set)  # the output and log datasets it writes
     task_id: int | None = None
 
     @property
@@ -200,6 +201,15 @@ class _Planner:
                     target = ("planned", cover["planned"]) if "planned" in cover else ("task", cover["task_id"])
                     if target not in unit.waits_for:
                         unit.waits_for.append(target)
+        # Two recovery tasks of one plan must not write one dataset: each continues the serial numbers
+        # from the same last one (the rule that no live task writes it, within the plan).
+        writes = {row.name for row in dataset_store.datasets_of(self.conn, task_id) if row.type in store.OUTPUT_TYPES}
+        for other in self.plan.units:
+            shared = sorted(writes & other.writes)
+            if shared:
+                raise BadInput(f"recovering {records[0].lfn} of {dataset} needs two recovery tasks writing {shared[0]}: "
+                               f"recover the files of {other.dataset} first, then these once it has ended")
+        unit.writes = writes
         unit.key = len(self.plan.units)  # parents were planned first: they come first
         self.plan.units.append(unit)
         return unit
