@@ -384,3 +384,27 @@ def test_each_job_is_rerun_whole_when_a_generation_chunk_would_cut_it(cli, store
     _run_to_end(cli, store)
     assert _inputs_of_jobs(store, unit["task_id"]) == [_inputs_of_job(store, made[lfn]) for lfn in lost]
     assert run_sql(store, check_all) == []
+
+
+def test_a_plan_that_would_make_two_recovery_tasks_write_one_dataset_is_refused(cli, store, tmp_path):
+    """Task A writes ds.a and ds.x; task C reads ds.x and also writes ds.a (allowTaskDuplication). A lost
+    file of C whose input is lost would need A and C re-run together, both continuing ds.a's serials."""
+    _grid(cli, store, tmp_path)
+    two_outputs = TASK_A.replace('outputs: [{dataset: ds.a, file_template: "A.${SN}.root"}]',
+                                 'outputs: [{dataset: ds.a, file_template: "A.${SN}.root"}, {dataset: ds.x, file_template: "X.${SN}.root"}]')
+    two_outputs = two_outputs.replace("--out=${OUTPUT0}", "--out=${OUTPUT0} --x=${OUTPUT1}")
+    _task(cli, store, two_outputs)
+    reader = TASK_B.replace("name: deriv.b", "name: deriv.c").replace("inputs: [{dataset: ds.a}]", "inputs: [{dataset: ds.x}]")
+    reader = reader.replace('{dataset: ds.b, file_template: "B.${SN}.root"}', '{dataset: ds.a, file_template: "C.${SN}.root"}')
+    reader = reader.replace("ds.b.log", "ds.c.log")
+    task_c = cli.json("submit", "-", "--allow-task-duplication", db=store, input=reader)["task_id"]
+    _run_to_end(cli, store)
+    assert cli.json("task", "show", str(task_c), db=store)["status"] == "done"
+    made_c = {lfn: job for lfn, job in _made_by(store, "ds.a").items() if lfn.startswith("C.")}
+    lost_c = sorted(made_c)[0]
+    cli("data", "mark-lost", "ds.a", lost_c, db=store)
+    cli("data", "mark-lost", "ds.x", _inputs_of_job(store, made_c[lost_c])[0], db=store)
+    before = row_counts(store)
+    result = cli("recover-lost", "ds.a", db=store, code=2)
+    assert result.stderr.startswith(f"jedictl: error: recovering {lost_c} of ds.a needs two recovery tasks writing ds.a: ")
+    assert row_counts(store) == before
