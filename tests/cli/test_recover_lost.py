@@ -82,7 +82,7 @@ def _made_by(store, dataset: str) -> dict[str, int]:
 
     return dict(run_sql(store, lambda conn: conn.execute(
         select(files.c.lfn, files.c.out_job_id).join(datasets, datasets.c.id == files.c.dataset_id)
-        .where(datasets.c.name == dataset, files.c.status == "finished")).all()))
+        .where(datasets.c.name == dataset, datasets.c.type.in_(("output", "log")), files.c.status == "finished")).all()))
 
 
 def _inputs_of_job(store, job_id: int) -> list[str]:
@@ -408,3 +408,24 @@ def test_a_plan_that_would_make_two_recovery_tasks_write_one_dataset_is_refused(
     result = cli("recover-lost", "ds.a", db=store, code=2)
     assert result.stderr.startswith(f"jedictl: error: recovering {lost_c} of ds.a needs two recovery tasks writing ds.a: ")
     assert row_counts(store) == before
+
+
+def test_a_chain_three_tasks_deep_is_recovered_parents_first(cli, store, tmp_path):
+    _grid(cli, store, tmp_path)
+    task_a = _task(cli, store, TASK_A)
+    task_b = _task(cli, store, TASK_B)
+    task_c = _task(cli, store, TASK_B.replace("deriv.b", "deriv.c").replace("[{dataset: ds.a}]", "[{dataset: ds.b}]")
+                   .replace("ds.b,", "ds.c,").replace("B.${SN}", "C.${SN}").replace("ds.b.log", "ds.c.log").replace("log.b.", "log.c."))
+    lost_c = sorted(_made_by(store, "ds.c"))[0]
+    lost_b = _inputs_of_job(store, _made_by(store, "ds.c")[lost_c])[:1]
+    lost_a = _inputs_of_job(store, _made_by(store, "ds.b")[lost_b[0]])[:1]
+    for dataset, names in (("ds.c", [lost_c]), ("ds.b", lost_b), ("ds.a", lost_a)):
+        cli("data", "mark-lost", dataset, *names, db=store)
+    recoveries = cli.json("recover-lost", "ds.c", db=store)["recoveries"]
+    assert [(u["original_task_id"], u["status"]) for u in recoveries] == [(task_a, "ready"), (task_b, "registered"), (task_c, "registered")]
+    assert [u["parent_id"] for u in recoveries] == [None, recoveries[0]["task_id"], recoveries[1]["task_id"]]
+    _run_to_end(cli, store, rounds=20)
+    for unit in recoveries:
+        shown = cli.json("task", "show", str(unit["task_id"]), db=store)
+        assert shown["status"] == "done" and all(entry["replacement"] for entry in shown["recovery"]["recovered_files"])
+    assert run_sql(store, check_all) == []
