@@ -60,6 +60,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "config": ("config_cmd", "app"),
     "completion": ("completion", "app"),
     "periodic": ("periodic", "app"),
+    "recover-lost": ("recover_lost", "recover_lost"),
 }
 
 

@@ -21,7 +21,9 @@ import yaml
 from jedictl.clock import parse_time
 from jedictl.engine.agent import PASS_COUNTS
 from jedictl.store import pilots as pilot_store
-from jedictl.store.schema import datasets, tasks
+from sqlalchemy import select
+
+from jedictl.store.schema import datasets, files, tasks
 from tests.conftest import ROOT, click_command, invoke
 from tests.helpers import run_sql
 from tests.periodic_specs import hc_template
@@ -203,6 +205,12 @@ class Scenario:
         j("periodic resume", "periodic", "resume", "hc.test.ANALY_X")
         j("periodic remove", "periodic", "remove", "hc.test.ANALY_X")
         j("check", "check")
+        # Lost-file recovery (docs/recovery.md): a file of the task's output declared lost, the task ended, recovered.
+        lost = run_sql(self.url, lambda conn: conn.execute(select(files.c.lfn).join(datasets, datasets.c.id == files.c.dataset_id).where(
+            datasets.c.name == "ds.out", files.c.status == "finished").order_by(files.c.id)).scalars().first())
+        j("data mark-lost", "data", "mark-lost", "ds.out", lost)
+        run_sql(self.url, lambda conn: conn.execute(tasks.update().where(tasks.c.id == task).values(status="finished")))
+        j("recover-lost", "recover-lost", "ds.out", "--files", lost)
         run_sql(self.url, lambda conn: conn.execute(datasets.update().where(datasets.c.name == "ds.out").values(n_files=datasets.c.n_files + 7)))
         j("check (violations)", "check", code=1)
         # A task of a unique name that ended, submitted again: `submit`'s answer, of a resubmission.

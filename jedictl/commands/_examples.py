@@ -316,4 +316,11 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
         E("Submit the instances due now (jedictl run does it first)", "jedictl periodic instantiate"),
         E("As of a given time, the report as JSON", "jedictl periodic instantiate --now 2026-12-01T06:00Z -o json"),
     ),
+    "data mark-lost": (
+        E("Declare two files lost: every replica is gone", "jedictl data mark-lost mc23.reco.AOD A.000003.root A.000007.root"),
+    ),
+    "recover-lost": (
+        E("What recovering every lost file of a dataset would make, nothing written", "jedictl recover-lost mc23.reco.AOD --dry-run"),
+        E("Recover two lost files", "jedictl recover-lost mc23.reco.AOD --files A.000003.root,A.000007.root"),
+    ),
 }

@@ -1,4 +1,4 @@
-"""`jedictl data import|add-files|remove-files|close|open|list|show`: the data catalog in the store; `data import
+"""`jedictl data import|add-files|remove-files|mark-lost|close|open|list|show`: the data catalog in the store; `data import
 --scan` registers real files and puts them at their replica paths under a storage endpoint."""
 
 from __future__ import annotations
@@ -116,6 +116,31 @@ def remove_files(
     with app_ctx.store().begin() as conn:
         removed = store_catalog.remove_files(conn, dataset, list(dict.fromkeys(lfns)), app_ctx.clock.now())
     app_ctx.emit({"dataset": dataset, "files_removed": removed})
+
+
+@app.command("mark-lost")
+def mark_lost(
+    ctx: typer.Context,
+    dataset: Annotated[str, typer.Argument(help="The dataset.")],
+    lfns: Annotated[List[str], typer.Argument(metavar="LFN...", help="Files whose every replica is gone.")],
+) -> None:
+    """Declare files lost (Rucio's availability LOST): they stay in the dataset, and `jedictl recover-lost`
+    can make them again (docs/recovery.md)."""
+    app_ctx = context(ctx)
+    from jedictl.errors import BadInput, NotFound
+    from jedictl.store import recovery as store_recovery
+
+    wanted = list(dict.fromkeys(lfns))
+    with app_ctx.store().begin() as conn:
+        row = store_recovery.catalog_dataset(conn, dataset, lock=True)
+        if row is None or row.kind != "dataset":
+            raise NotFound(f"unknown dataset {dataset!r}" if row is None else f"{dataset} is a container: name the dataset that holds the files")
+        known = store_recovery.availability(conn, row.id, wanted)
+        unknown = [lfn for lfn in wanted if lfn not in known]
+        if unknown:
+            raise BadInput(f"file {unknown[0]!r} is not in dataset {dataset}")
+        marked = store_recovery.mark_lost(conn, row.id, wanted)
+    app_ctx.emit({"dataset": dataset, "files_marked_lost": marked, "already_lost": len(wanted) - marked})
 
 
 def _set_state(ctx: typer.Context, name: str, state: str) -> None:

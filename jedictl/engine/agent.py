@@ -49,7 +49,7 @@ _WATCH = ("release_lease", "rescue_picked", "reactivate", "pending_timeout", "ki
 #: made, simulate's and pilot's jobs run) -- every key present in its report, 0 when nothing happened,
 #: so that scripts read `.counts.X` without guessing (docs/json-output.md lists them, generated from here).
 PASS_COUNTS: dict[str, tuple[str, ...]] = {
-    "refine": ("defined", "pending", "broken", *_LEASED),
+    "refine": ("defined", "pending", "broken", *_LEASED, "ready"),
     "feed": ("ready", "assigning", "defined", "pending", "finishing", "broken", "rescanned", *_LEASED),
     "broker": ("ready", "waiting", *_LEASED),
     "generate": ("generated", "nothing", "throttled", "pending", *_LEASED, "jobs"),

@@ -383,6 +383,9 @@ def show_dataset(conn: Connection, name: str, with_files: bool) -> dict[str, Any
         .where(catalog_container_members.c.dataset_id == row.id).order_by(member.c.name)).scalars())
     # Every file with the same keys (null where the catalog has no value); no list at all without --files.
     data["files"] = [dict.fromkeys(FILE_KEYS) | file_as_dict(f) for batch in catalog.iter_files(name) for f in batch] if with_files else None
+    # Files declared lost (`data mark-lost`, docs/recovery.md): still listed above, as Rucio lists a lost file.
+    data["lost_files"] = list(conn.execute(select(catalog_files.c.lfn).where(
+        catalog_files.c.dataset_id == row.id, catalog_files.c.availability == "lost").order_by(catalog_files.c.lfn)).scalars())
     return data
 
 

@@ -18,8 +18,9 @@ from jedictl.store.bulk import slices
 from jedictl.store.files import record_events
 from jedictl.store.schema import (
     catalog_container_members, catalog_datasets, catalog_files, datasets, files, job_files, job_retry_history, jobs, message_outbox,
-    task_outputs, task_status_history, tasks,
+    recovered_files, task_outputs, task_status_history, tasks,
 )
+from jedictl.store import recovery as recovery_store
 
 INPUT_TYPES = ("input", "pseudo_input")
 #: Datasets whose records jobs are split over: normal jobs' master inputs, merge jobs' unmerged logs.
@@ -413,12 +414,31 @@ def periodic_instances_once(conn: Connection) -> list[str]:
         problems += [f"task {other} is a second instance of periodic template {row.periodic_id} for its due time "
                      f"{row.periodic_due_at:%Y-%m-%dT%H:%MZ} (task {row.first} is the first)" for other in others]
     return problems
+def lost_files_recovered_once(conn: Connection) -> list[str]:
+    """A lost file is recovered once (docs/recovery.md): of the recovery tasks that list it, at most one
+    is still to run or has registered its replacement. A second one would re-run the same job and give
+    the dataset a second copy of the file -- `recover-lost` run twice, or two at once, must not."""
+    rf = recovered_files.c
+    twice = (select(rf.dataset_name, rf.lfn).group_by(rf.dataset_name, rf.lfn).having(func.count(func.distinct(rf.task_id)) > 1)
+             .subquery())
+    rows = conn.execute(select(rf.id, rf.task_id, rf.dataset_name, rf.lfn, rf.stream_name, rf.original_job_id, tasks.c.status)
+                        .join(tasks, tasks.c.id == rf.task_id)
+                        .join(twice, (twice.c.dataset_name == rf.dataset_name) & (twice.c.lfn == rf.lfn))
+                        .order_by(rf.dataset_name, rf.lfn, rf.task_id)).all()
+    replaced = recovery_store.replacements(conn, recovery_store.rows_as_keys(rows))
+    final = {status.value for status in TASK_FINAL}
+    takers: dict[tuple[str, str], list[int]] = {}
+    for row in rows:
+        if row.status not in final or row.id in replaced:
+            takers.setdefault((row.dataset_name, row.lfn), []).append(row.task_id)
+    return [f"output {lfn} of {name} is recovered by tasks {', '.join(str(t) for t in ids)} at once"
+            for (name, lfn), ids in takers.items() if len(ids) > 1]
 
 
 CHECKS = (dataset_counters, leases_of_final_tasks, files_in_one_live_job, retry_history, records_of_live_jobs, work_done_once,
           live_jobs_of_ended_tasks, outputs_registered_once, inputs_of_ended_tasks, assigned_jobs_await_input, outputs_of_one_task,
           site_datasets_in_their_container, throttled_jobs_are_released, many_time_not_consumed, events_of_changes,
-          periodic_instances_once)
+          periodic_instances_once, lost_files_recovered_once)
 
 
 def check_all(conn: Connection, *, dead_owners: Sequence[str] = (), no_live_passes: bool = False) -> list[str]:

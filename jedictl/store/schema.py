@@ -600,6 +600,9 @@ catalog_files = Table(
     Column("run", BigInteger),
     Column("lumi_blocks", JSON),
     Column("created_at", TIME, nullable=False),
+    # Rucio's DID availability (migration 0015): `available`, or `lost` -- declared gone by `data mark-lost`
+    # until a job of a recovery task writes it again (docs/recovery.md).
+    Column("availability", String(16), nullable=False, server_default="available"),
     UniqueConstraint("dataset_id", "lfn"),
 )
 
@@ -717,10 +720,42 @@ periodic_templates = Table(
     sqlite_autoincrement=True,
 )
 
+# ---------------------------------------------------------------------------------------- recovery
+# Lost-file recovery (seed 000 "Lost file recovery", docs/recovery.md, migration 0015).
+
+#: A recovery task: a task made by `jedictl recover-lost` to re-run the jobs of `original_task_id` that
+#: produced files now lost in `dataset_name`.
+recoveries = Table(
+    "recoveries",
+    metadata,
+    Column("task_id", ID, ForeignKey("tasks.id", ondelete="CASCADE"), primary_key=True),
+    Column("original_task_id", ID, ForeignKey("tasks.id"), nullable=False),
+    Column("dataset_name", LONG_NAME, nullable=False),
+    Column("requested_by", String(128), nullable=False),
+    Column("created_at", TIME, nullable=False),
+    Index("ix_recoveries_original_task_id", "original_task_id"),
+)
+
+#: The lost files a recovery task makes again: each output (dataset, lfn) of the job that made it, the
+#: stream it is written by, and the record of the original task that recorded it (now `lost`).
+recovered_files = Table(
+    "recovered_files",
+    metadata,
+    _id(),
+    Column("task_id", ID, ForeignKey("tasks.id", ondelete="CASCADE"), nullable=False),
+    Column("dataset_name", LONG_NAME, nullable=False),
+    Column("lfn", LONG_NAME, nullable=False),
+    Column("stream_name", String(64), nullable=False),
+    Column("original_job_id", BigInteger, nullable=False),
+    Column("original_record_id", BigInteger, nullable=False),
+    UniqueConstraint("task_id", "dataset_name", "lfn"),
+    Index("ix_recovered_files_name", "dataset_name", "lfn"),
+)
+
 #: Tables of each migration step, in creation order (used by the migrations and their test).
 TASK_MODEL_TABLES = [
     tasks, task_params, task_status_history, task_commands, datasets, files, output_templates,
-    job_param_templates, jobs, job_files, job_retry_history, work_queues, global_shares, task_outputs,
+    job_param_templates, jobs, job_files, job_retry_history, work_queues, global_shares, task_outputs, recoveries, recovered_files,
 ]
 CATALOG_TABLES = [
     nuclei, storage_endpoints, sites, site_storage, pilots, catalog_datasets, catalog_container_members,

@@ -37,6 +37,7 @@ from jedictl.engine.task.incexec import incexec_change
 from jedictl.errors import BadInput, JedictlError
 from jedictl.model.choices import closest
 from jedictl.model import DATASET_INPUT_TYPES, CommandStatus, JobStatus, TaskStatus
+from jedictl.store import recovery as recovery_store
 from jedictl.store import completion
 from jedictl.store import job_outcomes as job_store
 from jedictl.store import task_commands as command_store
@@ -277,6 +278,10 @@ class _Commando:
         return self._retry_or_incexec(task, request, comment, None)
 
     def _incexec(self, task: Any, request: Request, comment: str) -> Outcome:
+        if recovery_store.recovery_of(self.conn, task.id) is not None:
+            # Its input records are the inputs of the jobs it re-runs: a feed would add the whole dataset.
+            raise BadInput(f"task {task.id} is a recovery task (docs/recovery.md): it cannot be changed with incexec; "
+                           "retry it, or recover its files again once it has ended")
         return self.incexec_with(task, request, comment, incexec_change(task.options or {}, request.changes))
 
     def incexec_with(self, task: Any, request: Request, comment: str, change: Any) -> Outcome:

@@ -38,6 +38,7 @@ from jedictl.model import DatasetType, FileStatus, JobStatus, TaskStatus
 from jedictl.store import datasets as dataset_store
 from jedictl.store import jobs as job_store
 from jedictl.store import site_datasets as site_dataset_store
+from jedictl.store import recovery as recovery_store
 from jedictl.store import tasks as task_store
 
 RESOURCE_COLUMNS = ("core_count", "ram_count", "ram_unit", "base_ram_count", "walltime", "walltime_unit", "base_walltime", "cpu_time",
@@ -66,6 +67,7 @@ class TaskContext:
     job_template: str
     rtypes: tuple[ResourceTypeDef, ...]
     site_containers: tuple[Any, ...] = ()  # output containers: jobs write a dataset per site inside them
+    group_boundary_id: int | None = None  # split rule GB: a recovery task re-runs each original job as one job
 
     @classmethod
     def load(cls, conn: Any, task_id: int, settings: Settings) -> TaskContext:
@@ -97,6 +99,7 @@ class TaskContext:
             job_template=dataset_store.job_templates_of(conn, task_id).get("job", ""),
             rtypes=tuple(load_resource_types(settings.resource_types)),
             site_containers=tuple(d for d in out_datasets.values() if (d.attributes or {}).get("per_site")),
+            group_boundary_id=recovery_store.GROUP_BOUNDARY if recovery_store.recovery_of(conn, task_id) is not None else None,
         )
 
 

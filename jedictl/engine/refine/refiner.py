@@ -14,6 +14,7 @@ from typing import Any
 
 from jedictl.config import RefineSettings, Settings
 from jedictl.engine.agent import PassReport, leased_pass
+from jedictl.engine.commando import recovery
 from jedictl.engine.shares import global_shares as shares
 from jedictl.engine.shares import resource_types, work_queues
 from jedictl.engine.shares.definitions import current_definitions
@@ -244,14 +245,24 @@ def _refine_one(store, task_id: int, catalog: Catalog, settings: Settings, owner
         task = task_store.get_task(conn, task_id)
         params = task_store.get_params(conn, task_id)
         try:
-            definition = parse_definition(
-                params.document, user=task.user_name, default_user=task.user_name,
-                priority=task.task_priority, parent_id=task.parent_id,
-                analysis_priority=settings.refine.analysis_priority, policy=UNCAPPED,
-                allow_task_duplication=bool((task.options or {}).get("allow_task_duplication")),  # submit --allow-task-duplication
-            )
-            gate = parent_gate(task.parent_id, task_store.parent_status(conn, task.parent_id) if task.parent_id else None,
-                               bool(definition.options.no_wait_parent))
+            if params.format == recovery.PARAMS_FORMAT:
+                # A recovery task is written whole by `recover-lost`; it waits here for its lost inputs.
+                gate = recovery.gate(conn, task_id)
+                if gate.action == "proceed":
+                    if not task_store.change_status(conn, task_id, TaskStatus.READY, [TaskStatus.REGISTERED, TaskStatus.PENDING],
+                                                    gate.reason, owner, now, owner=owner, old_status=None, error_dialog=None,
+                                                    lease_owner=None, lease_expires_at=None):
+                        raise LeaseLost(f"task {task_id} changed while being refined")
+                    return "ready", gate.reason
+            else:
+                definition = parse_definition(
+                    params.document, user=task.user_name, default_user=task.user_name,
+                    priority=task.task_priority, parent_id=task.parent_id,
+                    analysis_priority=settings.refine.analysis_priority, policy=UNCAPPED,
+                    allow_task_duplication=bool((task.options or {}).get("allow_task_duplication")),  # submit --allow-task-duplication
+                )
+                gate = parent_gate(task.parent_id, task_store.parent_status(conn, task.parent_id) if task.parent_id else None,
+                                   bool(definition.options.no_wait_parent))
             if gate.action == "break":
                 raise RefineError(gate.reason)
             if gate.action == "wait":

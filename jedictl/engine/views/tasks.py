@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from jedictl.engine.commando import recovery
 from jedictl.engine.task import split_rule
 from jedictl.engine.task.definition import input_role
 from jedictl.engine.task.options import options_from_dict
@@ -96,6 +97,8 @@ def task_details(conn, task_id: int) -> dict[str, Any]:  # noqa: ANN001
              "status": c.status, "outcome": c.outcome, "parameters": c.parameters}
             for c in command_store.commands_of(conn, task_id)
         ],
+        # Lost-file recovery (docs/recovery.md): what this task recovers, and the tasks that recover it.
+        "recovery": recovery.relation(conn, task_id),
     }
     return details
 
