@@ -163,24 +163,36 @@ def test_only_a_capped_site_is_dispatched_under_its_row_lock(cli, pg_url, tmp_pa
     those of a capped site take turns on its row."""
     import subprocess
     import sys
+    import time
 
     import psycopg
 
     cli("db", "init", db=pg_url)
     _activated(cli, pg_url, tmp_path, **{SITE: caps})
     schema = pg_url.rsplit("%3D", 1)[1]
-    with psycopg.connect(pg_url.split("?")[0].replace("postgresql+psycopg://", "postgresql://")) as holder:
+    libpq = pg_url.split("?")[0].replace("postgresql+psycopg://", "postgresql://")
+    # The observer has its own connection: pg_stat_activity is a snapshot held for a transaction's length.
+    with psycopg.connect(libpq) as holder, psycopg.connect(libpq, autocommit=True) as observer:
         holder.execute(f'SELECT 1 FROM "{schema}".sites WHERE name = %s FOR UPDATE', (SITE,))  # another dispatcher's lock
         command = [sys.executable, "-m", "jedictl", "jobs", "dispatch", "--site", SITE, "--count", "1", "--now", NOW, "-o", "json", "--db", pg_url]
-        try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=5)
-            waited = False
-        except subprocess.TimeoutExpired:
-            waited = True
+        worker = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # Waiting is read from the server (a backend blocked by our lock), not from a wall-clock timeout,
+        # which a loaded machine's slow start-up would pass for waiting.
+        waited = None
+        deadline = time.monotonic() + 120
+        while waited is None and time.monotonic() < deadline:
+            if worker.poll() is not None:
+                waited = False
+            elif observer.execute("SELECT count(*) FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))",
+                                (holder.info.backend_pid,)).fetchone()[0]:
+                waited = True
+            else:
+                time.sleep(0.05)
         holder.rollback()
-    assert waited is waits
+        out, err = worker.communicate(timeout=120)
+    assert waited is waits, err
     if not waits:
-        assert done.returncode == 0 and len(json.loads(done.stdout)["jobs"]) == 1, done.stderr
+        assert worker.returncode == 0 and len(json.loads(out)["jobs"]) == 1, err
 
 
 @pytest.mark.slow
