@@ -26,7 +26,8 @@ def show(
     for row in rows:
         if row["key"] in ("db", "messages.broker_url"):
             row["value"] = mask_url(row["value"])
-    path = app_ctx.loaded.config_path
-    app_ctx.note(f"config file: {path if path else f'none (would be read from {default_config_path()})'}")
     view = View(("key", "value", "source", "help") if app_ctx.verbose else ("key", "value", "source"), keep=2)
     app_ctx.emit(rows, view, pick=columns, wide=wide)
+    # After the rows, so that a refused --columns is the only line on stderr.
+    path = app_ctx.loaded.config_path
+    app_ctx.note(f"config file: {path if path else f'none (would be read from {default_config_path()})'}")

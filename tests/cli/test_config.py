@@ -242,3 +242,12 @@ def test_bad_privileges_are_refused_naming_the_entry(cli, tmp_path):
     result = cli("config", "show", env={"JEDICTL_USER_CAPS__MAX_ACTIVE_TASKS": "{user: 0}"}, code=2)
     assert result.stderr.strip() == ("jedictl: error: user_caps.max_active_tasks.user: must be a whole number of tasks, at least 1 "
                                      "(from JEDICTL_USER_CAPS__MAX_ACTIVE_TASKS)")
+
+
+def test_a_refused_column_is_the_only_line_config_show_writes(cli):
+    """The note naming the config file follows the rows, so a refused --columns leaves one error line
+    (the argv fuzz test found the note printed before it)."""
+    result = cli("config", "show", "--columns", "1", code=2)
+    assert result.stdout == ""
+    assert result.stderr.splitlines() == ["jedictl: error: --columns: no column 1; choose from key, value, source, help"]
+    assert cli("config", "show").stderr.startswith("config file: ")
