@@ -61,12 +61,19 @@ class DatasetType(StrEnum):
     #: unmerged (pre-merge) twins written by jobs of a mergeOutput task and read by merge jobs
     TRN_OUTPUT = "trn_output"
     TRN_LOG = "trn_log"
+    #: a build job's output: the lib file (lib.tgz) the run jobs at its site read (one lib dataset per site)
+    LIB = "lib"
 
 
 DATASET_INPUT_TYPES = frozenset({DatasetType.INPUT, DatasetType.PSEUDO_INPUT, DatasetType.RANDOM_SEED})
 DATASET_OUTPUT_TYPES = frozenset(
     {DatasetType.OUTPUT, DatasetType.LOG, DatasetType.TRN_OUTPUT, DatasetType.TRN_LOG}
 )
+
+
+#: jobs.kind of a build job, and job_files.type of a run job's reference to its site's lib file (issue 20, build jobs).
+BUILD_JOB_KIND = "build"
+LIB_JOB_FILE_TYPE = "lib"
 
 
 class DatasetStatus(StrEnum):

@@ -34,7 +34,9 @@ from jedictl.engine.jobs.resources import (
 from jedictl.engine.task.options import TaskOptions, options_from_dict
 from jedictl.engine.shares.resource_types import ResourceTypeDef, load_resource_types, match_resource_type
 from jedictl.engine.task.templates import InputStream, JobContext, OutputFile, render_job_parameters
-from jedictl.model import DatasetType, FileStatus, JobStatus, TaskStatus
+from jedictl.engine.generate.build_jobs import site_libs
+from jedictl.engine.task.build import run_job_status
+from jedictl.model import LIB_JOB_FILE_TYPE, DatasetType, FileStatus, JobStatus, TaskStatus
 from jedictl.store import datasets as dataset_store
 from jedictl.store import jobs as job_store
 from jedictl.store import site_datasets as site_dataset_store
@@ -66,6 +68,7 @@ class TaskContext:
     job_template: str
     rtypes: tuple[ResourceTypeDef, ...]
     site_containers: tuple[Any, ...] = ()  # output containers: jobs write a dataset per site inside them
+    build_template: str = ""  # a task that ships sources: its build jobs' parameters (engine.generate.build_jobs)
 
     @classmethod
     def load(cls, conn: Any, task_id: int, settings: Settings) -> TaskContext:
@@ -79,6 +82,7 @@ class TaskContext:
         out_datasets = {d.id: d for d in rows if d.type in out_types}
         templates = tuple(OutputTemplate(t.id, t.dataset_id, t.filename_template, t.serial_nr, t.stream_name, t.out_type, t.max_serial_nr)
                           for t in dataset_store.templates_of(conn, task_id) if t.dataset_id in out_datasets)
+        job_templates = dataset_store.job_templates_of(conn, task_id)
         return cls(
             task=task, status=task.status, options=options, live_options=live,
             requirements=task_requirements_from_row(task._mapping, options),
@@ -94,9 +98,10 @@ class TaskContext:
             seed_dataset=next((d for d in rows if d.type == DatasetType.RANDOM_SEED.value), None),
             templates=templates,
             destinations={d.id: d.destination for d in out_datasets.values()},
-            job_template=dataset_store.job_templates_of(conn, task_id).get("job", ""),
+            job_template=job_templates.get("job", ""),
             rtypes=tuple(load_resource_types(settings.resource_types)),
             site_containers=tuple(d for d in out_datasets.values() if (d.attributes or {}).get("per_site")),
+            build_template=job_templates.get("build", ""),
         )
 
 
@@ -128,6 +133,9 @@ class JobBuilder:
         """
         ctx, task, now = self.ctx, self.ctx.task, self.now
         n = len(plan)
+        # A task that ships sources: each site's lib file, a build job written first where there is none
+        # yet (ids on SQLite are max(id) + 1: reserved rows must be written before the next reservation).
+        libs = site_libs(conn, ctx, {site.name: site for site, _ in plan}, now)[0] if ctx.build_template else {}
         job_ids = job_store.reserve_ids(conn, "jobs", n)
         first_index = job_store.next_task_job_index(conn, task.id)
         names = allocate_output_names(ctx.templates, n, task.id)
@@ -155,6 +163,9 @@ class JobBuilder:
                 missing.update(record.lfn for records in sub.secondaries for record in records if record.lfn not in transfer.held)
             fetch_to = transfer.endpoint if missing else None
             job_status = JobStatus.ASSIGNED.value if missing else status
+            lib = libs.get(site.name) if libs else None
+            if lib is not None:  # waits `defined` until its site's build job finished
+                job_status = run_job_status(lib.built, bool(missing))
             planned = self._planned.get(id(sub))
             if planned is not None and planned[0] is sub and planned[1] == site.name:
                 resources = planned[2]
@@ -170,13 +181,16 @@ class JobBuilder:
             params = render_job_parameters(template, JobContext(
                 task_id=task.id, inputs=tuple(inputs), outputs=tuple(OutputFile(o.stream, o.lfn, unmerged=unmerged) for o in outputs),
                 serial_nr=job_serial_nr(outputs), attempt_nr=resources.attempt_nr, random_seed=seed.rndmseed if seed else None,
-                source_url=source_url, panda_id=job_id)).text
+                source_url=source_url, panda_id=job_id, extra={"LIB": lib.lfn} if lib is not None else {})).text
             job_rows.append((
                 job_id, first_index + index, job_status, scout, resources.attempt_nr, resources.max_attempt, resources.assigned_priority,
                 resources.current_priority, site.name, site.cloud, self._resource_type(resources.core_count, resources.min_ram_count),
                 params, resources.core_count, resources.min_ram_count, resources.max_walltime, resources.max_disk_count,
                 resources.max_cpu_count, *shared,
             ))
+            if lib is not None:
+                file_rows.append((job_id, task.id, lib.dataset_id, lib.file_id, lib.lfn, LIB_JOB_FILE_TYPE, 0,
+                                  FileStatus.READY.value if lib.built else FileStatus.PENDING.value, None, None, None, None, None))
             previous = []
             for row in masters:
                 # An input to be transferred names the endpoint it must reach (the job waits `assigned` for it).

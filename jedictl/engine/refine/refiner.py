@@ -171,6 +171,8 @@ def build_refinement(definition: TaskDefinition, catalog: Catalog, settings: Ref
     job_templates = {"job": definition.job_parameters}
     if definition.merge is not None:
         job_templates["merge"] = definition.merge.job_parameters
+    if definition.build is not None:  # a build job per site (engine.generate.build_jobs)
+        job_templates["build"] = definition.build.job_parameters
     return Refinement(task_values=task_values, datasets=plan_datasets(definition), job_templates=job_templates)
 
 
