@@ -10,9 +10,9 @@ from collections.abc import Collection, Iterable
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, and_, exists, func, insert, select, update
+from sqlalchemy import Connection, and_, exists, func, insert, or_, select, update
 
-from jedictl.model import BUILD_JOB_KIND, LIB_JOB_FILE_TYPE, DatasetStatus, DatasetType, FileStatus, JobStatus
+from jedictl.model import JOB_FINAL, BUILD_JOB_KIND, LIB_JOB_FILE_TYPE, DatasetStatus, DatasetType, FileStatus, JobStatus
 from jedictl.store.bulk import slices
 from jedictl.store.schema import datasets, files, job_files, jobs, tasks
 
@@ -113,3 +113,15 @@ def tasks_with_failed_builds(conn: Connection, statuses: Collection[str]) -> lis
         select(tasks.c.id).where(tasks.c.status.in_(list(statuses)),
                                  exists().where(jobs.c.task_id == tasks.c.id, jobs.c.kind == BUILD_JOB_KIND,
                                                 jobs.c.status == JobStatus.FAILED.value)).order_by(tasks.c.id)).scalars())
+
+
+def live_job_ids(conn: Connection, task_ids: Collection[int]) -> dict[int, list[int]]:
+    """Per task: the ids of its jobs not in a final status and not yet told to stop."""
+    found: dict[int, list[int]] = {}
+    if not task_ids:
+        return found
+    for task_id, job_id in conn.execute(select(jobs.c.task_id, jobs.c.id).where(
+            jobs.c.task_id.in_(sorted(task_ids)), jobs.c.status.notin_([s.value for s in JOB_FINAL]),
+            or_(jobs.c.command_to_pilot.is_(None), jobs.c.command_to_pilot != "tobekilled")).order_by(jobs.c.id)):
+        found.setdefault(task_id, []).append(job_id)
+    return found
