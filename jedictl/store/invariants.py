@@ -21,13 +21,13 @@ from jedictl.store.schema import (
     task_outputs, task_status_history, tasks,
 )
 
-INPUT_TYPES = ("input", "pseudo_input")
+INPUT_TYPES = ("input", "pseudo_input", "pp_input")  # pp_input: a preprocess job's pseudo record
 #: Datasets whose records jobs are split over: normal jobs' master inputs, merge jobs' unmerged logs.
 MASTER_TYPES = (*INPUT_TYPES, "trn_log")
 #: Jobs that take master records (merge jobs take unmerged ones).
-SPLIT_KINDS = ("normal", "merge")
+SPLIT_KINDS = ("normal", "merge", "preprocess")
 #: Datasets whose records are claimed by jobs: their counters follow the records' statuses.
-CLAIMED_TYPES = ("input", "pseudo_input", "random_seed")
+CLAIMED_TYPES = ("input", "pseudo_input", "random_seed", "pp_input")
 #: Datasets of the files a task registers in the data catalog (lib: a build job's lib files).
 CATALOG_TYPES = ("output", "log", "lib")
 #: Unmerged outputs: written by jobs, then (once their producer finished) the input of merge jobs.

@@ -36,7 +36,9 @@ from jedictl.engine.shares.resource_types import ResourceTypeDef, load_resource_
 from jedictl.engine.task.templates import InputStream, JobContext, OutputFile, render_job_parameters
 from jedictl.engine.generate.build_jobs import site_libs
 from jedictl.engine.task.build import run_job_status
-from jedictl.model import LIB_JOB_FILE_TYPE, DatasetType, FileStatus, JobStatus, TaskStatus
+from jedictl.engine.task.preprocess import WAITING as PREPROCESS_WAITING
+from jedictl.engine.task.preprocess import parse_panda_prepro_spec, parse_preprocess_spec
+from jedictl.model import LIB_JOB_FILE_TYPE, PREPROCESS_JOB_KIND, DatasetType, FileStatus, JobStatus, TaskStatus
 from jedictl.store import datasets as dataset_store
 from jedictl.store import jobs as job_store
 from jedictl.store import site_datasets as site_dataset_store
@@ -69,6 +71,9 @@ class TaskContext:
     rtypes: tuple[ResourceTypeDef, ...]
     site_containers: tuple[Any, ...] = ()  # output containers: jobs write a dataset per site inside them
     build_template: str = ""  # a task that ships sources: its build jobs' parameters (engine.generate.build_jobs)
+    preprocess: bool = False  # the task waits for its preprocess job: the one job made is that (engine.task.preprocess)
+    job_kind: str = "normal"
+    transformation: str | None = None  # the jobs' program when not the task's (the preprocess job's)
 
     @classmethod
     def load(cls, conn: Any, task_id: int, settings: Settings) -> TaskContext:
@@ -83,6 +88,19 @@ class TaskContext:
         templates = tuple(OutputTemplate(t.id, t.dataset_id, t.filename_template, t.serial_nr, t.stream_name, t.out_type, t.max_serial_nr)
                           for t in dataset_store.templates_of(conn, task_id) if t.dataset_id in out_datasets)
         job_templates = dataset_store.job_templates_of(conn, task_id)
+        if task.status in PREPROCESS_WAITING:
+            # One job from the pp_input master's pseudo record: no outputs, the preprocess template, no build.
+            return cls(
+                task=task, status=task.status, options=options, live_options=live,
+                requirements=task_requirements_from_row(task._mapping, options),
+                resources=TaskResources(current_priority=task.current_priority, core_count=task.core_count, ram_count=task.ram_count,
+                                        ram_unit=task.ram_unit, base_ram_count=task.base_ram_count),
+                scout=False, merge=False,
+                masters=tuple(d for d in rows if d.type == DatasetType.PP_INPUT.value),
+                secondaries=(), seed_dataset=None, templates=(), destinations={},
+                job_template=job_templates.get("preprocess", ""), rtypes=tuple(load_resource_types(settings.resource_types)),
+                preprocess=True, job_kind=PREPROCESS_JOB_KIND, transformation=_preprocess_transformation(conn, task_id),
+            )
         return cls(
             task=task, status=task.status, options=options, live_options=live,
             requirements=task_requirements_from_row(task._mapping, options),
@@ -145,8 +163,8 @@ class JobBuilder:
         # Output containers: the dataset of each site in them, found or made once per chunk, not per job.
         in_site_datasets = site_dataset_store.site_datasets(conn, ctx.site_containers, {site.name for site, _ in plan}, now) \
             if ctx.site_containers else None
-        shared = (task.id, "normal", task.nucleus, task.work_queue, task.gshare, task.prod_source_label, task.processing_type, task.vo,
-                  task.working_group, task.trans_path, task.architecture, task.trans_uses, task.trans_home, task.container_name, now, now, now)
+        shared = (task.id, ctx.job_kind, task.nucleus, task.work_queue, task.gshare, task.prod_source_label, task.processing_type, task.vo,
+                  task.working_group, ctx.transformation or task.trans_path, task.architecture, task.trans_uses, task.trans_home, task.container_name, now, now, now)
         status, scout, source_url, template, unmerged = JobStatus.ACTIVATED.value, ctx.scout, task.source_url, ctx.job_template, ctx.merge
         running = FileStatus.RUNNING.value
         job_rows, file_rows, output_rows, seed_rows, retries, reused_seeds, started = [], [], [], [], [], [], []
@@ -291,6 +309,17 @@ class JobBuilder:
             per_core = (ram or 0) / max(cores, 1)
             self._rtype_cache[key] = match_resource_type(self.ctx.rtypes, cores, per_core) or self.ctx.task.resource_type
         return self._rtype_cache[key]
+
+
+def _preprocess_transformation(conn: Any, task_id: int) -> str | None:
+    """preproSpec.transPath (or the spec's preprocess.transformation); None: the task's own."""
+    params = task_store.get_params(conn, task_id)
+    document = params.document if params is not None else {}
+    if document.get("preproSpec") is not None:
+        return parse_panda_prepro_spec(document["preproSpec"]).trans_path
+    if document.get("preprocess") is not None:
+        return parse_preprocess_spec(document["preprocess"]).trans_path
+    return None
 
 
 def _destination(ctx: Any, dataset_id: int, site: Any) -> str | None:

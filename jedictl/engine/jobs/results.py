@@ -22,7 +22,7 @@ from jedictl.engine.jobs.states import can_transition
 from jedictl.model import JOB_FINAL, LIB_JOB_FILE_TYPE, FileStatus, JobStatus
 from jedictl.model.files import COUNTERS, DatasetDelta, FileRecord, FileUpdate, JobFileRecord  # noqa: F401 (COUNTERS: re-exported)
 
-INPUT_JOB_FILE_TYPES = frozenset({"input", "pseudo_input"})
+INPUT_JOB_FILE_TYPES = frozenset({"input", "pseudo_input", "pp_input"})  # pp_input: a preprocess job's pseudo record
 OUTPUT_JOB_FILE_TYPES = frozenset({"output", "log"})
 #: files.type of pre-merge (unmerged) files: outputs of pre-merge jobs, inputs of merge jobs.
 UNMERGED_FILE_TYPES = frozenset({"trn_output", "trn_log"})

@@ -144,6 +144,14 @@ class BuildDef:
 
 
 @dataclass(frozen=True)
+class PreprocessDef:
+    """The preprocess job a task asks for (PanDA's preproSpec): one job before the task's normal ones."""
+
+    trans_path: str | None
+    job_parameters: str  # with ${SURL}, ${JEDITASKID}, ${PANDAID}
+
+
+@dataclass(frozen=True)
 class TaskDefinition:
     name: str
     user_name: str
@@ -175,6 +183,7 @@ class TaskDefinition:
     no_input: bool = False
     merge: MergeDef | None = None
     build: BuildDef | None = None
+    preprocess: PreprocessDef | None = None
     format: str = "spec"  # "spec" | "panda"
     unknown_keys: tuple[str, ...] = ()
     priority_capped_from: int | None = None  # the priority asked for, when the analysis cap lowered it
@@ -188,7 +197,7 @@ class TaskDefinition:
 
     def summary(self) -> dict[str, Any]:
         """The normalised task as plain data (what `submit --dry-run` prints)."""
-        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("datasets", "options", "merge", "build")}
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("datasets", "options", "merge", "build", "preprocess")}
         data["options"] = self.options.as_dict()
         data["datasets"] = [
             {"name": d.name, "type": d.type.value, "stream": d.stream, "master": d.is_master, "container": d.container,
@@ -198,6 +207,7 @@ class TaskDefinition:
         ]
         data["merge"] = dataclasses.asdict(self.merge) if self.merge else None
         data["build"] = dataclasses.asdict(self.build) if self.build else None
+        data["preprocess"] = dataclasses.asdict(self.preprocess) if self.preprocess else None
         data["unknown_keys"] = list(self.unknown_keys)
         return data
 

@@ -31,6 +31,7 @@ from jedictl.engine.task.definition import (
     placeholder_names,
 )
 from jedictl.engine.task.build import parse_panda_build_spec
+from jedictl.engine.task.preprocess import parse_panda_prepro_spec
 from jedictl.errors import BadInput
 from jedictl.model import DatasetType
 
@@ -46,6 +47,8 @@ STRUCTURE_KEYS = frozenset({
     "fixedSandbox",
     # prun/pathena shipping sources: a build job per site makes the lib file the run jobs read (engine/task/build.py)
     "buildSpec",
+    # a preprocess job before the task's normal jobs (engine/task/preprocess.py)
+    "preproSpec",
 })
 #: Keys JEDI only records (shown by `task show`, no behaviour).
 INFORMATIONAL_KEYS = frozenset({
@@ -141,6 +144,7 @@ def parse_panda_params(
             use_local_io=fields.flag(spec.get("useLocalIO"), "mergeSpec.useLocalIO"),
         )
     build = parse_panda_build_spec(document["buildSpec"]) if document.get("buildSpec") is not None else None
+    preprocess = parse_panda_prepro_spec(document["preproSpec"]) if document.get("preproSpec") is not None else None
     if no_input and options.n_events is None and options.n_files is None:
         raise BadInput("a no-input task needs nEvents (with nEventsPerJob) or nFiles to know how many jobs to make", "noInput")
 
@@ -187,6 +191,7 @@ def parse_panda_params(
         no_input=no_input,
         merge=merge,
         build=build,
+        preprocess=preprocess,
         format="panda",
         unknown_keys=tuple(unknown),
     )
