@@ -59,3 +59,32 @@ def test_the_pilot_runs_the_build_job_then_the_run_jobs_read_its_lib_file(cli, s
         path = replica_path(f"file://{disk}", replica_scope(None, "pilot.test.1.out"), entry["lfn"])
         content = path.read_bytes()
         assert content.startswith(b"compiled library\n") and content.endswith(b"processed\n")
+
+
+PREPROCESS = """\
+#!{python}
+# A preprocess job: leaves a mark that it ran, for the task given by argv[1].
+import os, sys
+with open(os.environ["PILOT_TEST_MARK"], "a") as mark:
+    mark.write(f"preprocessed task {{sys.argv[1]}}\\n")
+"""
+
+
+def test_the_pilot_runs_the_preprocess_job_and_then_the_task_s_jobs(cli, store, tmp_path):
+    prepro = _script(tmp_path, "prepro.py", PREPROCESS)
+    grid.make_grid(cli, store, tmp_path, n_files=2,
+                   spec={"preprocess": {"transformation": str(prepro), "command": "${JEDITASKID}"}})
+    assert cli.json("task", "show", "1", db=store)["status"] == "preprocessing"
+    mark = tmp_path / "mark.txt"
+    code, report, stderr = grid.run_pilot(store, "--once", "--jobs", "10", "--workdir", str(tmp_path / "work"),
+                                          env={"PILOT_TEST_MARK": str(mark)})
+    assert code == 0, stderr
+    assert (report["counts"]["jobs"], report["counts"]["finished"]) == (1, 1), stderr
+    assert mark.read_text() == "preprocessed task 1\n"
+    assert cli.json("task", "show", "1", db=store)["status"] == "defined"
+    grid.generate(cli, store)
+    code, report, stderr = grid.run_pilot(store, "--once", "--jobs", "10", "--workdir", str(tmp_path / "work"))
+    assert code == 0, stderr
+    assert (report["counts"]["jobs"], report["counts"]["finished"]) == (2, 2), stderr
+    cli("finalize", db=store)
+    assert cli.json("task", "show", "1", db=store)["status"] == "done"

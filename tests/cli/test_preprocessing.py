@@ -136,3 +136,18 @@ def test_the_spec_s_preprocess_section_and_its_bad_forms(cli, store, tmp_path):
     bad = task("user.someone.badpp", "data.parts/", preproSpec={"transPath": "x"})
     assert "preproSpec.jobParameters" in cli("submit", "-", db=store, input=json.dumps(bad), code=2).stderr
     assert run_sql(store, lambda conn: conn.execute(select(tasks.c.id)).scalars().all()) == before
+
+
+def test_the_documented_example_waits_for_its_preprocess_job(cli, store, tmp_path):
+    import re
+
+    from tests.conftest import ROOT
+
+    text = (ROOT / "docs" / "preprocessing.md").read_text()
+    example = re.search(r"<!-- example: preprocessing -->\n```yaml\n(.*?)```", text, re.S).group(1)
+    task_id = _setup(cli, store, tmp_path, yaml.safe_load(example), fmt=yaml.safe_dump)
+    cli("refine", "--now", NOW, db=store)
+    cli("generate", "--seed", "1", "--now", NOW, db=store)
+    assert [(j["kind"], j["transformation"], j["job_parameters"]) for j in _jobs(store)] == [("preprocess", "prepare", f"--for {task_id}")]
+    assert _status(cli, store, task_id) == "preprocessing"
+    assert run_sql(store, check_all) == []
