@@ -431,7 +431,25 @@ def run_jobs_wait_for_their_build(conn: Connection) -> list[str]:
     return problems
 
 
-CHECKS = CHECKS + (run_jobs_wait_for_their_build,)
+def preprocess_job_first(conn: Connection) -> list[str]:
+    """A task that asks for a preprocess job (a `pp_input` master) gets no other job before that job
+    finished (docs/preprocessing.md): a job of another kind means its pp_input record is `finished`;
+    and while the task waits (`topreprocess`, `preprocessing`) it has no other job at all."""
+    pp = files.alias("pp")
+    other = exists().where(jobs.c.task_id == tasks.c.id, jobs.c.kind != "preprocess")
+    rows = conn.execute(
+        select(tasks.c.id, tasks.c.status, pp.c.status.label("pp_status"))
+        .join(pp, and_(pp.c.task_id == tasks.c.id, pp.c.type == "pp_input"))
+        .where(other).order_by(tasks.c.id))
+    problems = []
+    for row in rows:
+        if row.status in (TaskStatus.TOPREPROCESS.value, TaskStatus.PREPROCESSING.value) or row.pp_status != FileStatus.FINISHED.value:
+            problems.append(f"task {row.id} is {row.status} with its preprocess record {row.pp_status}, yet it has jobs "
+                            "other than its preprocess job")
+    return problems
+
+
+CHECKS = CHECKS + (run_jobs_wait_for_their_build, preprocess_job_first)
 
 
 def check_all(conn: Connection, *, dead_owners: Sequence[str] = (), no_live_passes: bool = False) -> list[str]:

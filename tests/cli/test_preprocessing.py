@@ -151,3 +151,21 @@ def test_the_documented_example_waits_for_its_preprocess_job(cli, store, tmp_pat
     assert [(j["kind"], j["transformation"], j["job_parameters"]) for j in _jobs(store)] == [("preprocess", "prepare", f"--for {task_id}")]
     assert _status(cli, store, task_id) == "preprocessing"
     assert run_sql(store, check_all) == []
+
+
+def test_check_catches_normal_jobs_made_before_the_preprocess_job_succeeded(cli, store, tmp_path, monkeypatch):
+    # A broken guard: a failed preprocess job lets the task go on as if it had succeeded.
+    import jedictl.engine.jobs.preprocess as preprocess
+
+    monkeypatch.setattr(preprocess, "preprocess_verdict", lambda status, n, finished, failed:
+                        ("defined", "preprocessing done") if status == "preprocessing" and n else None)
+    task_id = _setup(cli, store, tmp_path)
+    cli("refine", "--now", NOW, db=store)
+    cli("generate", "--seed", "1", "--now", NOW, db=store)
+    _report(cli, store, _failed(_dispatch_all(cli, store)[0], source="trans", code=65, diag="crashed"))
+    assert _status(cli, store, task_id) == "defined"
+    for agent in (("feed",), ("generate", "--seed", "2")):
+        cli(*agent, "--now", NOW, db=store)
+    report = json.loads(cli("check", "-o", "json", db=store, code=1).stdout)
+    found = [v for v in report["violations"] if v["check"] == "preprocess_job_first"]
+    assert len(found) == 1 and found[0]["object"] == f"task {task_id}" and "its preprocess record ready" in found[0]["message"]
