@@ -51,10 +51,10 @@ def task_spec_reference() -> str:
             rows = [(f"`{k}`", "text", "`mergeSpec`", "", v) for k, v in task_spec.MERGE_KEYS.items()] + rows
         parts += [f"### `{section}`", "", _table(rows, ("field", "type", "PanDA key", "splitRule", "meaning")), ""]
     panda = {"transformation": "buildSpec.transPath", "command": "buildSpec.jobParameters", "archive": "buildSpec.archiveName"}
-    parts += ["### `build`", "", _table([(f"`{k}`", "text", f"`{panda[k]}`", "UB", v) for k, v in build_rules.spec_keys().items()],
+    parts += ["### `build`", "", _table([(f"`{k}`", "text", f"`{panda[k]}`", "", v) for k, v in build_rules.spec_keys().items()],
                                         ("field", "type", "PanDA key", "splitRule", "meaning")), ""]
     panda = {"transformation": "preproSpec.transPath", "command": "preproSpec.jobParameters"}
-    parts += ["### `preprocess`", "", _table([(f"`{k}`", "text", f"`{panda[k]}`", "UP", v) for k, v in preprocess_rules.spec_keys().items()],
+    parts += ["### `preprocess`", "", _table([(f"`{k}`", "text", f"`{panda[k]}`", "", v) for k, v in preprocess_rules.spec_keys().items()],
                                              ("field", "type", "PanDA key", "splitRule", "meaning")), ""]
     return "\n".join(parts).rstrip() + "\n"
 
