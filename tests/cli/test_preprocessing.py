@@ -169,3 +169,17 @@ def test_check_catches_normal_jobs_made_before_the_preprocess_job_succeeded(cli,
     report = json.loads(cli("check", "-o", "json", db=store, code=1).stdout)
     found = [v for v in report["violations"] if v["check"] == "preprocess_job_first"]
     assert len(found) == 1 and found[0]["object"] == f"task {task_id}" and "its preprocess record ready" in found[0]["message"]
+
+
+def test_the_simulator_runs_the_preprocess_job_and_then_the_task_s_jobs(cli, store, tmp_path):
+    task_id = _setup(cli, store, tmp_path)
+    cli("refine", "--now", NOW, db=store)
+    cli("generate", "--seed", "1", "--now", NOW, db=store)
+    ran = cli.json("simulate", "--seed", "1", "--failure-rate", "0", "--now", NOW, db=store)
+    assert (ran["counts"]["jobs"], ran["counts"]["finished"]) == (1, 1)
+    assert _status(cli, store, task_id) == "defined"
+    for agent in (("feed",), ("generate", "--seed", "2"), ("simulate", "--seed", "2", "--failure-rate", "0"), ("finalize",)):
+        cli(*agent, "--now", NOW, db=store)
+    assert _status(cli, store, task_id) == "done"
+    assert sorted(j["kind"] for j in _jobs(store)) == ["normal"] * 4 + ["preprocess"]
+    assert run_sql(store, check_all) == []
