@@ -13,7 +13,9 @@ import tomllib
 from pathlib import Path
 from typing import Any, Callable
 
+from jedictl.engine.task import build as build_rules
 from jedictl.engine.task import options as option_table
+from jedictl.engine.task import preprocess as preprocess_rules
 from jedictl.engine.task import spec as task_spec
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -48,6 +50,12 @@ def task_spec_reference() -> str:
         if section == "merge":
             rows = [(f"`{k}`", "text", "`mergeSpec`", "", v) for k, v in task_spec.MERGE_KEYS.items()] + rows
         parts += [f"### `{section}`", "", _table(rows, ("field", "type", "PanDA key", "splitRule", "meaning")), ""]
+    panda = {"transformation": "buildSpec.transPath", "command": "buildSpec.jobParameters", "archive": "buildSpec.archiveName"}
+    parts += ["### `build`", "", _table([(f"`{k}`", "text", f"`{panda[k]}`", "", v) for k, v in build_rules.spec_keys().items()],
+                                        ("field", "type", "PanDA key", "splitRule", "meaning")), ""]
+    panda = {"transformation": "preproSpec.transPath", "command": "preproSpec.jobParameters"}
+    parts += ["### `preprocess`", "", _table([(f"`{k}`", "text", f"`{panda[k]}`", "", v) for k, v in preprocess_rules.spec_keys().items()],
+                                             ("field", "type", "PanDA key", "splitRule", "meaning")), ""]
     return "\n".join(parts).rstrip() + "\n"
 
 

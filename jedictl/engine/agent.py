@@ -43,13 +43,13 @@ _LEASED = ("skipped", "error")
 _HARVEST = ("submitted", "lost", "failed", "cancelled", "pilots_off", "pilots_on")
 _WATCH = ("release_lease", "rescue_picked", "reactivate", "pending_timeout", "kick_exhausted", "activate", "job_timeout", "throttle_jobs",
           "release_jobs", "throttle", "throttle_transfers", "release_transfers", "release_throttled", "boost", "pause", "goal_reached",
-          "settle")
+          "settle", "build_failed", "broken_by_build", "killed_by_build", "preprocessed", "broken_by_preprocess")
 
 #: What each pass counts -- the outcomes of its items, then the totals some passes add (generate's jobs
 #: made, simulate's and pilot's jobs run) -- every key present in its report, 0 when nothing happened,
 #: so that scripts read `.counts.X` without guessing (docs/json-output.md lists them, generated from here).
 PASS_COUNTS: dict[str, tuple[str, ...]] = {
-    "refine": ("defined", "pending", "broken", *_LEASED, "ready"),
+    "refine": ("defined", "pending", "broken", *_LEASED, "ready", "topreprocess"),
     "feed": ("ready", "assigning", "defined", "pending", "finishing", "broken", "rescanned", *_LEASED),
     "broker": ("ready", "waiting", *_LEASED),
     "generate": ("generated", "nothing", "throttled", "pending", *_LEASED, "jobs"),

@@ -38,6 +38,9 @@ class TaskStatus(StrEnum):
     PAUSED = "paused"
     THROTTLED = "throttled"
     EXHAUSTED = "exhausted"
+    #: a task whose parameters ask for a preprocess job: it waits for it (docs/preprocessing.md)
+    TOPREPROCESS = "topreprocess"
+    PREPROCESSING = "preprocessing"
 
 
 #: Final statuses: nothing moves a task out of them except an operator command (retry, incexec).
@@ -61,12 +64,22 @@ class DatasetType(StrEnum):
     #: unmerged (pre-merge) twins written by jobs of a mergeOutput task and read by merge jobs
     TRN_OUTPUT = "trn_output"
     TRN_LOG = "trn_log"
+    #: a build job's output: the lib file (lib.tgz) the run jobs at its site read (one lib dataset per site)
+    LIB = "lib"
+    #: the one pseudo record a preprocess job takes (JEDI's pp_input master, a `pseudo_lfn` file)
+    PP_INPUT = "pp_input"
 
 
 DATASET_INPUT_TYPES = frozenset({DatasetType.INPUT, DatasetType.PSEUDO_INPUT, DatasetType.RANDOM_SEED})
 DATASET_OUTPUT_TYPES = frozenset(
     {DatasetType.OUTPUT, DatasetType.LOG, DatasetType.TRN_OUTPUT, DatasetType.TRN_LOG}
 )
+
+
+#: jobs.kind of a build job, and job_files.type of a run job's reference to its site's lib file (issue 20, build jobs).
+BUILD_JOB_KIND = "build"
+PREPROCESS_JOB_KIND = "preprocess"
+LIB_JOB_FILE_TYPE = "lib"
 
 
 class DatasetStatus(StrEnum):

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 from sqlalchemy import Connection, and_, case, exists, func, literal, or_, select
 
-from jedictl.model import JOB_FINAL, TASK_FINAL, USER_CAP, FileStatus, JobStatus, TaskStatus
+from jedictl.model import JOB_FINAL, LIB_JOB_FILE_TYPE, TASK_FINAL, USER_CAP, FileStatus, JobStatus, TaskStatus
 from jedictl.model.files import is_many_time
 from jedictl.store.bulk import slices
 from jedictl.store.files import record_events
@@ -22,15 +22,15 @@ from jedictl.store.schema import (
 )
 from jedictl.store import recovery as recovery_store
 
-INPUT_TYPES = ("input", "pseudo_input")
+INPUT_TYPES = ("input", "pseudo_input", "pp_input")  # pp_input: a preprocess job's pseudo record
 #: Datasets whose records jobs are split over: normal jobs' master inputs, merge jobs' unmerged logs.
 MASTER_TYPES = (*INPUT_TYPES, "trn_log")
 #: Jobs that take master records (merge jobs take unmerged ones).
-SPLIT_KINDS = ("normal", "merge")
+SPLIT_KINDS = ("normal", "merge", "preprocess")
 #: Datasets whose records are claimed by jobs: their counters follow the records' statuses.
-CLAIMED_TYPES = ("input", "pseudo_input", "random_seed")
-#: Datasets of the files a task registers in the data catalog.
-CATALOG_TYPES = ("output", "log")
+CLAIMED_TYPES = ("input", "pseudo_input", "random_seed", "pp_input")
+#: Datasets of the files a task registers in the data catalog (lib: a build job's lib files).
+CATALOG_TYPES = ("output", "log", "lib")
 #: Unmerged outputs: written by jobs, then (once their producer finished) the input of merge jobs.
 UNMERGED_TYPES = ("trn_output", "trn_log")
 #: Records a job has taken (or that reached a final state): what n_files_used counts.
@@ -439,6 +439,55 @@ CHECKS = (dataset_counters, leases_of_final_tasks, files_in_one_live_job, retry_
           live_jobs_of_ended_tasks, outputs_registered_once, inputs_of_ended_tasks, assigned_jobs_await_input, outputs_of_one_task,
           site_datasets_in_their_container, throttled_jobs_are_released, many_time_not_consumed, events_of_changes,
           periodic_instances_once, lost_files_recovered_once)
+
+
+def run_jobs_wait_for_their_build(conn: Connection) -> list[str]:
+    """A run job of a task that ships sources reads its site's lib file (job file type `lib`) and is not
+    dispatched before that file is built (docs/build-jobs.md): a run job past `defined` -- activated,
+    handed out, running or ended -- references a lib file its build job finished, of its own site, and
+    its build job is of the same task. Only a run job closed or cancelled while waiting may reference a
+    lib file that was never built."""
+    lib = files.alias("lib")
+    built_at = datasets.alias("lib_dataset")
+    waited = (JobStatus.DEFINED.value, JobStatus.CLOSED.value, JobStatus.CANCELLED.value)
+    rows = conn.execute(
+        select(jobs.c.id, jobs.c.task_id, jobs.c.status, jobs.c.site, job_files.c.file_id, lib.c.status.label("lib_status"),
+               lib.c.task_id.label("lib_task"), built_at.c.site.label("lib_site"))
+        .join(job_files, and_(job_files.c.job_id == jobs.c.id, job_files.c.type == LIB_JOB_FILE_TYPE))
+        .outerjoin(lib, lib.c.id == job_files.c.file_id)
+        .outerjoin(built_at, built_at.c.id == lib.c.dataset_id)
+        .order_by(jobs.c.id))
+    problems = []
+    for row in rows:
+        if row.lib_status is None:
+            problems.append(f"task {row.task_id} job {row.id} reads lib file record {row.file_id}, which does not exist")
+        elif row.lib_task != row.task_id or row.lib_site != row.site:
+            problems.append(f"task {row.task_id} job {row.id} at {row.site} reads the lib file of task {row.lib_task} at {row.lib_site}")
+        elif row.status not in waited and row.lib_status != FileStatus.FINISHED.value:
+            problems.append(f"task {row.task_id} job {row.id} is {row.status} but its site's lib file (record {row.file_id}) is "
+                            f"{row.lib_status}: a run job went ahead of its build job")
+    return problems
+
+
+def preprocess_job_first(conn: Connection) -> list[str]:
+    """A task that asks for a preprocess job (a `pp_input` master) gets no other job before that job
+    finished (docs/preprocessing.md): a job of another kind means its pp_input record is `finished`;
+    and while the task waits (`topreprocess`, `preprocessing`) it has no other job at all."""
+    pp = files.alias("pp")
+    other = exists().where(jobs.c.task_id == tasks.c.id, jobs.c.kind != "preprocess")
+    rows = conn.execute(
+        select(tasks.c.id, tasks.c.status, pp.c.status.label("pp_status"))
+        .join(pp, and_(pp.c.task_id == tasks.c.id, pp.c.type == "pp_input"))
+        .where(other).order_by(tasks.c.id))
+    problems = []
+    for row in rows:
+        if row.status in (TaskStatus.TOPREPROCESS.value, TaskStatus.PREPROCESSING.value) or row.pp_status != FileStatus.FINISHED.value:
+            problems.append(f"task {row.id} is {row.status} with its preprocess record {row.pp_status}, yet it has jobs "
+                            "other than its preprocess job")
+    return problems
+
+
+CHECKS = CHECKS + (run_jobs_wait_for_their_build, preprocess_job_first)
 
 
 def check_all(conn: Connection, *, dead_owners: Sequence[str] = (), no_live_passes: bool = False) -> list[str]:

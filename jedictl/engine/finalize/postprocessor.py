@@ -204,10 +204,10 @@ class TaskFinalizer:
         return True
 
     def _final(self, task: Any, options: TaskOptions, datasets: list[DatasetRecord], parent_status: str | None) -> bool:
-        if task.status == TOABORT:
+        if task.status in (TOABORT, S.TOBROKEN):
             with self.store.read() as conn:
                 live = completion.live_jobs(conn, task.id)
-            if live:  # killed jobs still on workers: aborted once their executors stopped them
+            if live:  # killed jobs still on workers: aborted (broken) once their executors stopped them
                 self.notes.append(f"{live} killed jobs are still on workers")
                 return False
         def decide(records: list[DatasetRecord]) -> Any:

@@ -56,8 +56,10 @@ from jedictl.store import tasks as task_store
 from jedictl.store.data_catalog import StoreDataCatalog
 from jedictl.store.site_datasets import NotAContainer
 
-GENERATOR_STATUSES = (TaskStatus.READY.value, TaskStatus.RUNNING.value, TaskStatus.SCOUTING.value)
-INPUT_TYPES = ("input", "pseudo_input")
+GENERATOR_STATUSES = (TaskStatus.READY.value, TaskStatus.RUNNING.value, TaskStatus.SCOUTING.value,
+                      # a task waiting for its preprocess job: the job is made from its pp_input master (engine.task.preprocess)
+                      TaskStatus.TOPREPROCESS.value, TaskStatus.PREPROCESSING.value)
+INPUT_TYPES = ("input", "pseudo_input", "pp_input")
 
 
 class NoSite(Exception):
@@ -412,7 +414,10 @@ class TaskGenerator:
         self.status_now = new.value
 
     def _target(self) -> TaskStatus:
-        """Where jobs take the task: `scouting` while its scouts are being made, else `running`."""
+        """Where jobs take the task: `scouting` while its scouts are being made, `preprocessing` once its
+        preprocess job is made, else `running`."""
+        if self.context.preprocess:
+            return TaskStatus.PREPROCESSING
         return TaskStatus.SCOUTING if self.context.scout else TaskStatus.RUNNING
 
     def _finish(self, made: int, reason: str | None) -> tuple[int, str, str | None]:

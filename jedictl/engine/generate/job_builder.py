@@ -34,7 +34,11 @@ from jedictl.engine.jobs.resources import (
 from jedictl.engine.task.options import TaskOptions, options_from_dict
 from jedictl.engine.shares.resource_types import ResourceTypeDef, load_resource_types, match_resource_type
 from jedictl.engine.task.templates import InputStream, JobContext, OutputFile, render_job_parameters
-from jedictl.model import DatasetType, FileStatus, JobStatus, TaskStatus
+from jedictl.engine.generate.build_jobs import site_libs
+from jedictl.engine.task.build import run_job_status
+from jedictl.engine.task.preprocess import WAITING as PREPROCESS_WAITING
+from jedictl.engine.task.preprocess import parse_panda_prepro_spec, parse_preprocess_spec
+from jedictl.model import LIB_JOB_FILE_TYPE, PREPROCESS_JOB_KIND, DatasetType, FileStatus, JobStatus, TaskStatus
 from jedictl.store import datasets as dataset_store
 from jedictl.store import jobs as job_store
 from jedictl.store import site_datasets as site_dataset_store
@@ -68,6 +72,10 @@ class TaskContext:
     rtypes: tuple[ResourceTypeDef, ...]
     site_containers: tuple[Any, ...] = ()  # output containers: jobs write a dataset per site inside them
     group_boundary_id: int | None = None  # split rule GB: a recovery task re-runs each original job as one job
+    build_template: str = ""  # a task that ships sources: its build jobs' parameters (engine.generate.build_jobs)
+    preprocess: bool = False  # the task waits for its preprocess job: the one job made is that (engine.task.preprocess)
+    job_kind: str = "normal"
+    transformation: str | None = None  # the jobs' program when not the task's (the preprocess job's)
 
     @classmethod
     def load(cls, conn: Any, task_id: int, settings: Settings) -> TaskContext:
@@ -81,6 +89,20 @@ class TaskContext:
         out_datasets = {d.id: d for d in rows if d.type in out_types}
         templates = tuple(OutputTemplate(t.id, t.dataset_id, t.filename_template, t.serial_nr, t.stream_name, t.out_type, t.max_serial_nr)
                           for t in dataset_store.templates_of(conn, task_id) if t.dataset_id in out_datasets)
+        job_templates = dataset_store.job_templates_of(conn, task_id)
+        if task.status in PREPROCESS_WAITING:
+            # One job from the pp_input master's pseudo record: no outputs, the preprocess template, no build.
+            return cls(
+                task=task, status=task.status, options=options, live_options=live,
+                requirements=task_requirements_from_row(task._mapping, options),
+                resources=TaskResources(current_priority=task.current_priority, core_count=task.core_count, ram_count=task.ram_count,
+                                        ram_unit=task.ram_unit, base_ram_count=task.base_ram_count),
+                scout=False, merge=False,
+                masters=tuple(d for d in rows if d.type == DatasetType.PP_INPUT.value),
+                secondaries=(), seed_dataset=None, templates=(), destinations={},
+                job_template=job_templates.get("preprocess", ""), rtypes=tuple(load_resource_types(settings.resource_types)),
+                preprocess=True, job_kind=PREPROCESS_JOB_KIND, transformation=_preprocess_transformation(conn, task_id),
+            )
         return cls(
             task=task, status=task.status, options=options, live_options=live,
             requirements=task_requirements_from_row(task._mapping, options),
@@ -96,10 +118,11 @@ class TaskContext:
             seed_dataset=next((d for d in rows if d.type == DatasetType.RANDOM_SEED.value), None),
             templates=templates,
             destinations={d.id: d.destination for d in out_datasets.values()},
-            job_template=dataset_store.job_templates_of(conn, task_id).get("job", ""),
+            job_template=job_templates.get("job", ""),
             rtypes=tuple(load_resource_types(settings.resource_types)),
             site_containers=tuple(d for d in out_datasets.values() if (d.attributes or {}).get("per_site")),
             group_boundary_id=recovery_store.GROUP_BOUNDARY if recovery_store.recovery_of(conn, task_id) is not None else None,
+            build_template=job_templates.get("build", ""),
         )
 
 
@@ -131,6 +154,9 @@ class JobBuilder:
         """
         ctx, task, now = self.ctx, self.ctx.task, self.now
         n = len(plan)
+        # A task that ships sources: each site's lib file, a build job written first where there is none
+        # yet (ids on SQLite are max(id) + 1: reserved rows must be written before the next reservation).
+        libs = site_libs(conn, ctx, {site.name: site for site, _ in plan}, now)[0] if ctx.build_template else {}
         job_ids = job_store.reserve_ids(conn, "jobs", n)
         first_index = job_store.next_task_job_index(conn, task.id)
         names = allocate_output_names(ctx.templates, n, task.id)
@@ -140,8 +166,8 @@ class JobBuilder:
         # Output containers: the dataset of each site in them, found or made once per chunk, not per job.
         in_site_datasets = site_dataset_store.site_datasets(conn, ctx.site_containers, {site.name for site, _ in plan}, now) \
             if ctx.site_containers else None
-        shared = (task.id, "normal", task.nucleus, task.work_queue, task.gshare, task.prod_source_label, task.processing_type, task.vo,
-                  task.working_group, task.trans_path, task.architecture, task.trans_uses, task.trans_home, task.container_name, now, now, now)
+        shared = (task.id, ctx.job_kind, task.nucleus, task.work_queue, task.gshare, task.prod_source_label, task.processing_type, task.vo,
+                  task.working_group, ctx.transformation or task.trans_path, task.architecture, task.trans_uses, task.trans_home, task.container_name, now, now, now)
         status, scout, source_url, template, unmerged = JobStatus.ACTIVATED.value, ctx.scout, task.source_url, ctx.job_template, ctx.merge
         running = FileStatus.RUNNING.value
         job_rows, file_rows, output_rows, seed_rows, retries, reused_seeds, started = [], [], [], [], [], [], []
@@ -158,6 +184,9 @@ class JobBuilder:
                 missing.update(record.lfn for records in sub.secondaries for record in records if record.lfn not in transfer.held)
             fetch_to = transfer.endpoint if missing else None
             job_status = JobStatus.ASSIGNED.value if missing else status
+            lib = libs.get(site.name) if libs else None
+            if lib is not None:  # waits `defined` until its site's build job finished
+                job_status = run_job_status(lib.built, bool(missing))
             planned = self._planned.get(id(sub))
             if planned is not None and planned[0] is sub and planned[1] == site.name:
                 resources = planned[2]
@@ -173,13 +202,16 @@ class JobBuilder:
             params = render_job_parameters(template, JobContext(
                 task_id=task.id, inputs=tuple(inputs), outputs=tuple(OutputFile(o.stream, o.lfn, unmerged=unmerged) for o in outputs),
                 serial_nr=job_serial_nr(outputs), attempt_nr=resources.attempt_nr, random_seed=seed.rndmseed if seed else None,
-                source_url=source_url, panda_id=job_id)).text
+                source_url=source_url, panda_id=job_id, extra={"LIB": lib.lfn} if lib is not None else {})).text
             job_rows.append((
                 job_id, first_index + index, job_status, scout, resources.attempt_nr, resources.max_attempt, resources.assigned_priority,
                 resources.current_priority, site.name, site.cloud, self._resource_type(resources.core_count, resources.min_ram_count),
                 params, resources.core_count, resources.min_ram_count, resources.max_walltime, resources.max_disk_count,
                 resources.max_cpu_count, *shared,
             ))
+            if lib is not None:
+                file_rows.append((job_id, task.id, lib.dataset_id, lib.file_id, lib.lfn, LIB_JOB_FILE_TYPE, 0,
+                                  FileStatus.READY.value if lib.built else FileStatus.PENDING.value, None, None, None, None, None))
             previous = []
             for row in masters:
                 # An input to be transferred names the endpoint it must reach (the job waits `assigned` for it).
@@ -280,6 +312,17 @@ class JobBuilder:
             per_core = (ram or 0) / max(cores, 1)
             self._rtype_cache[key] = match_resource_type(self.ctx.rtypes, cores, per_core) or self.ctx.task.resource_type
         return self._rtype_cache[key]
+
+
+def _preprocess_transformation(conn: Any, task_id: int) -> str | None:
+    """preproSpec.transPath (or the spec's preprocess.transformation); None: the task's own."""
+    params = task_store.get_params(conn, task_id)
+    document = params.document if params is not None else {}
+    if document.get("preproSpec") is not None:
+        return parse_panda_prepro_spec(document["preproSpec"]).trans_path
+    if document.get("preprocess") is not None:
+        return parse_preprocess_spec(document["preprocess"]).trans_path
+    return None
 
 
 def _destination(ctx: Any, dataset_id: int, site: Any) -> str | None:

@@ -40,7 +40,7 @@ LABEL_FAMILIES["unified"] = tuple(dict.fromkeys(LABEL_FAMILIES["user"] + LABEL_F
 
 OUTPUT_TYPES = frozenset({DatasetType.OUTPUT.value, DatasetType.LOG.value, DatasetType.TRN_OUTPUT.value, DatasetType.TRN_LOG.value})
 #: Job files whose replicas are looked up in the data catalog (seeds and pseudo inputs have none).
-CATALOG_INPUT_TYPES = frozenset({DatasetType.INPUT.value})
+CATALOG_INPUT_TYPES = frozenset({DatasetType.INPUT.value, DatasetType.LIB.value})  # lib: a run job reads its site's lib file
 
 
 @dataclass(frozen=True)

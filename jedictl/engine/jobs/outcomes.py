@@ -521,4 +521,11 @@ def ingest_reports(store: Any, reports: Iterable[ExecutorReport], settings: Sett
     with store.read() as conn:
         rules = rule_store.load_rules(conn, now)
     endings = (Ending(r.job_id, r.status, line=r.line, attempt_nr=r.attempt_nr, report=r) for r in reports)
-    return end_jobs_safely(store, endings, settings, now, rules)
+    results = end_jobs_safely(store, endings, settings, now, rules)
+    # A build job that ended releases (or closes) the run jobs at its site (engine.jobs.builds).
+    from jedictl.engine.jobs.builds import settle_builds  # imports this module
+    from jedictl.engine.jobs.preprocess import settle_preprocessing
+
+    settle_builds(store, settings, now)
+    settle_preprocessing(store, now)  # a preprocess job that ended moves its task on
+    return results

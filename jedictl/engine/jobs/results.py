@@ -19,10 +19,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from jedictl.engine.jobs.states import can_transition
-from jedictl.model import JOB_FINAL, FileStatus, JobStatus
+from jedictl.model import JOB_FINAL, LIB_JOB_FILE_TYPE, FileStatus, JobStatus
 from jedictl.model.files import COUNTERS, DatasetDelta, FileRecord, FileUpdate, JobFileRecord  # noqa: F401 (COUNTERS: re-exported)
 
-INPUT_JOB_FILE_TYPES = frozenset({"input", "pseudo_input"})
+INPUT_JOB_FILE_TYPES = frozenset({"input", "pseudo_input", "pp_input"})  # pp_input: a preprocess job's pseudo record
 OUTPUT_JOB_FILE_TYPES = frozenset({"output", "log"})
 #: files.type of pre-merge (unmerged) files: outputs of pre-merge jobs, inputs of merge jobs.
 UNMERGED_FILE_TYPES = frozenset({"trn_output", "trn_log"})
@@ -83,6 +83,7 @@ _F_FINISHED, _F_FAILED, _F_READY, _F_CANCELLED = (FileStatus.FINISHED.value, Fil
                                                  FileStatus.CANCELLED.value)
 _F_MERGING, _F_NOTMERGED, _F_NOOUTPUT = FileStatus.MERGING.value, FileStatus.NOTMERGED.value, FileStatus.NOOUTPUT.value
 _PRODUCED_TYPES = OUTPUT_JOB_FILE_TYPES | UNMERGED_FILE_TYPES
+_LIB_REFERENCE = LIB_JOB_FILE_TYPE
 
 
 def propagate(job: JobRecord | None, report: JobReport, job_files: Sequence[JobFileRecord],
@@ -125,8 +126,8 @@ def propagate(job: JobRecord | None, report: JobReport, job_files: Sequence[JobF
     skipped: list[tuple[int, str]] = []
     for job_file in job_files:
         file_id = job_file.file_id
-        if file_id is None:
-            continue
+        if file_id is None or job_file.type == _LIB_REFERENCE:
+            continue  # a run job's lib file is its build job's output: the run job changes nothing of it
         record = files.get(file_id)
         is_input = job_file.type in INPUT_JOB_FILE_TYPES
         # Tracked, at the attempt the job used and live (else `_skip_reason` says why it is left alone).

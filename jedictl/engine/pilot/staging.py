@@ -27,7 +27,7 @@ from jedictl.model.catalog import CVMFS_ROOT
 LOG_TYPES = frozenset({"log", "trn_log"})
 OUTPUT_TYPES = frozenset({"output", "trn_output"})
 #: Inputs that are values, not files (random seeds, event-range placeholders): nothing to fetch.
-NOTHING_TO_STAGE = frozenset({"pseudo_input"})
+NOTHING_TO_STAGE = frozenset({"pseudo_input", "pp_input"})
 PILOT_LOG = "pilot.log"
 
 

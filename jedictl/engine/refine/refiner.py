@@ -20,9 +20,11 @@ from jedictl.engine.shares import resource_types, work_queues
 from jedictl.engine.shares.definitions import current_definitions
 from jedictl.engine.task import split_rule
 from jedictl.engine.task.definition import DatasetDef, TaskDefinition, effective_options, is_output_container, payload_identity
+from jedictl.engine.task.preprocess import PREPROCESS_MAX_ATTEMPTS, PSEUDO_LFN
 from jedictl.engine.task.submission import UNCAPPED, parse_definition, refuse_shared_outputs
 from jedictl.errors import BadInput, JedictlError, LeaseLost
 from jedictl.model import TASK_PARENT_COMPLETED, TASK_PARENT_CORRUPTED, DatasetType, NewDataset, TaskStatus
+from jedictl.store import preprocess as preprocess_store
 from jedictl.store import task_leases
 from jedictl.store import tasks as task_store
 
@@ -137,6 +139,10 @@ def request_type(definition: TaskDefinition) -> str:
     return payload_identity(definition.trans_uses, definition.trans_home, definition.trans_path, definition.job_parameters)
 
 
+#: The pp_input master of a task that asks for a preprocess job (JEDI's pseudo dataset of the prepro job).
+PP_INPUT_NAME = "pseudo_pp_input"
+
+
 @dataclass(frozen=True)
 class Refinement:
     task_values: dict[str, Any]
@@ -172,7 +178,15 @@ def build_refinement(definition: TaskDefinition, catalog: Catalog, settings: Ref
     job_templates = {"job": definition.job_parameters}
     if definition.merge is not None:
         job_templates["merge"] = definition.merge.job_parameters
-    return Refinement(task_values=task_values, datasets=plan_datasets(definition), job_templates=job_templates)
+    if definition.build is not None:  # a build job per site (engine.generate.build_jobs)
+        job_templates["build"] = definition.build.job_parameters
+    planned = plan_datasets(definition)
+    if definition.preprocess is not None:  # one preprocess job first: the task waits `topreprocess` (engine.task.preprocess)
+        job_templates["preprocess"] = definition.preprocess.job_parameters
+        task_values["status"] = TaskStatus.TOPREPROCESS.value
+        planned.append(NewDataset(key=max((d.key for d in planned), default=-1) + 1, name=PP_INPUT_NAME,
+                                  type=DatasetType.PP_INPUT.value, stream_name="PP"))
+    return Refinement(task_values=task_values, datasets=planned, job_templates=job_templates)
 
 
 _WRITE_ORDER = {DatasetType.INPUT: 0, DatasetType.PSEUDO_INPUT: 0, DatasetType.RANDOM_SEED: 1, DatasetType.OUTPUT: 2, DatasetType.LOG: 3}
@@ -278,8 +292,11 @@ def _refine_one(store, task_id: int, catalog: Catalog, settings: Settings, owner
             refuse_shared_outputs(conn, definition, task_id)
             refinement = build_refinement(definition, catalog, settings.refine)
             task_store.write_refinement(conn, task_id, owner, refinement.task_values, refinement.datasets, refinement.job_templates, now)
-            task_store.record_status(conn, task_id, TaskStatus.DEFINED, task.status, "refined", owner, now)
-            return "defined", None
+            status = refinement.task_values["status"]
+            if status == TaskStatus.TOPREPROCESS.value:
+                preprocess_store.add_record(conn, task_id, PSEUDO_LFN, PREPROCESS_MAX_ATTEMPTS, now)
+            task_store.record_status(conn, task_id, status, task.status, "refined", owner, now)
+            return status, None
         except (BadInput, RefineError) as exc:
             reason = str(exc)
     # A task that cannot be refined is broken; written in its own transaction so nothing above remains.

@@ -134,6 +134,24 @@ class MergeDef:
 
 
 @dataclass(frozen=True)
+class BuildDef:
+    """The build job of an analysis task that ships sources (PanDA's buildSpec): one per site, before the
+    run jobs there; its output is the site's lib file, which the run jobs read (`${LIB}`)."""
+
+    trans_path: str | None
+    job_parameters: str  # with ${IN} (the source archive), ${OUT} (the lib file it writes), ${SURL}
+    archive: str | None = None
+
+
+@dataclass(frozen=True)
+class PreprocessDef:
+    """The preprocess job a task asks for (PanDA's preproSpec): one job before the task's normal ones."""
+
+    trans_path: str | None
+    job_parameters: str  # with ${SURL}, ${JEDITASKID}, ${PANDAID}
+
+
+@dataclass(frozen=True)
 class TaskDefinition:
     name: str
     user_name: str
@@ -164,6 +182,8 @@ class TaskDefinition:
     gshare: str | None = None
     no_input: bool = False
     merge: MergeDef | None = None
+    build: BuildDef | None = None
+    preprocess: PreprocessDef | None = None
     format: str = "spec"  # "spec" | "panda"
     unknown_keys: tuple[str, ...] = ()
     priority_capped_from: int | None = None  # the priority asked for, when the analysis cap lowered it
@@ -177,7 +197,7 @@ class TaskDefinition:
 
     def summary(self) -> dict[str, Any]:
         """The normalised task as plain data (what `submit --dry-run` prints)."""
-        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("datasets", "options", "merge")}
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("datasets", "options", "merge", "build", "preprocess")}
         data["options"] = self.options.as_dict()
         data["datasets"] = [
             {"name": d.name, "type": d.type.value, "stream": d.stream, "master": d.is_master, "container": d.container,
@@ -186,6 +206,8 @@ class TaskDefinition:
             for d in self.datasets
         ]
         data["merge"] = dataclasses.asdict(self.merge) if self.merge else None
+        data["build"] = dataclasses.asdict(self.build) if self.build else None
+        data["preprocess"] = dataclasses.asdict(self.preprocess) if self.preprocess else None
         data["unknown_keys"] = list(self.unknown_keys)
         return data
 

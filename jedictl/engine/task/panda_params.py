@@ -30,6 +30,8 @@ from jedictl.engine.task.definition import (
     check_regexes,
     placeholder_names,
 )
+from jedictl.engine.task.build import parse_panda_build_spec
+from jedictl.engine.task.preprocess import parse_panda_prepro_spec
 from jedictl.errors import BadInput
 from jedictl.model import DatasetType
 
@@ -43,6 +45,10 @@ STRUCTURE_KEYS = frozenset({
     "workQueueName", "gshare", "noInput", "jobParameters", "log", "log_merge", "mergeSpec",
     # prun --useNewCode: the sandbox a resubmission puts in the task's job parameters (engine/task/resubmission.py)
     "fixedSandbox",
+    # prun/pathena shipping sources: a build job per site makes the lib file the run jobs read (engine/task/build.py)
+    "buildSpec",
+    # a preprocess job before the task's normal jobs (engine/task/preprocess.py)
+    "preproSpec",
 })
 #: Keys JEDI only records (shown by `task show`, no behaviour).
 INFORMATIONAL_KEYS = frozenset({
@@ -137,6 +143,8 @@ def parse_panda_params(
             job_parameters=fields.text(spec.get("jobParameters"), "mergeSpec.jobParameters", required=True, max_length=65536) or "",
             use_local_io=fields.flag(spec.get("useLocalIO"), "mergeSpec.useLocalIO"),
         )
+    build = parse_panda_build_spec(document["buildSpec"]) if document.get("buildSpec") is not None else None
+    preprocess = parse_panda_prepro_spec(document["preproSpec"]) if document.get("preproSpec") is not None else None
     if no_input and options.n_events is None and options.n_files is None:
         raise BadInput("a no-input task needs nEvents (with nEventsPerJob) or nFiles to know how many jobs to make", "noInput")
 
@@ -182,6 +190,8 @@ def parse_panda_params(
         gshare=fields.text(document.get("gshare"), "gshare", max_length=64),
         no_input=no_input,
         merge=merge,
+        build=build,
+        preprocess=preprocess,
         format="panda",
         unknown_keys=tuple(unknown),
     )

@@ -25,6 +25,8 @@ from jedictl.engine.task.definition import (
     check_regexes,
     placeholder_names,
 )
+from jedictl.engine.task.build import parse_build_spec
+from jedictl.engine.task.preprocess import parse_preprocess_spec
 from jedictl.errors import BadInput
 from jedictl.model import DatasetType
 
@@ -54,6 +56,8 @@ TOP_LEVEL = {
     "log": "the log dataset and its file-name template",
     "work_queue": "put the task in this work queue instead of matching criteria",
     "gshare": "put the task in this global share instead of matching",
+    "build": "the task ships sources: a build job per site makes the lib file its jobs read (${LIB}); see build-jobs.md",
+    "preprocess": "a preprocess job runs before the task's normal jobs (topreprocess, preprocessing); see preprocessing.md",
 }
 INPUT_KEYS = {
     "dataset": "dataset or container name (or a list of names for the same stream)",
@@ -147,6 +151,8 @@ def parse_task_spec(
             use_local_io=fields.flag(merge_keys.get("use_local_io"), "merge.use_local_io"),
         )
     options = build_options(values, path_of)
+    build = parse_build_spec(document["build"]) if document.get("build") is not None else None
+    preprocess = parse_preprocess_spec(document["preprocess"]) if document.get("preprocess") is not None else None
     if no_input and options.n_events is None and options.n_files is None:
         raise BadInput("a no-input task needs split.n_events (with n_events_per_job) or split.n_files", "no_input")
 
@@ -179,6 +185,8 @@ def parse_task_spec(
         gshare=fields.text(document.get("gshare"), "gshare", max_length=64),
         no_input=no_input,
         merge=merge,
+        build=build,
+        preprocess=preprocess,
         format="spec",
     )
 

@@ -53,6 +53,8 @@ from jedictl.engine.watch.policy import (
 from jedictl.engine.commando.commands import Request, run_command, settle_pass
 from jedictl.engine.watch.activation import activate_assigned
 from jedictl.engine.watch.user_caps import apply_job_caps, transfer_throttles
+from jedictl.engine.jobs.builds import settle_builds
+from jedictl.engine.jobs.preprocess import settle_preprocessing
 from jedictl.engine.jobs.expiry import close_expired_jobs
 from jedictl.engine.shares.global_shares import load_shares
 from jedictl.errors import BadInput, JedictlError
@@ -125,6 +127,11 @@ class Watchdog:
         # Before the timeouts: a job whose input arrived is not closed for having waited for it.
         for item in activate_assigned(self.store, self.now, _JOB_LIMIT, StoreDataCatalog):
             self.report.add("activate", **item)
+        # Run jobs whose site's build job ended (a report applied before a crash left them waiting).
+        for item in settle_builds(self.store, self.settings, self.now):
+            self.report.add(item.pop("action"), **item)
+        for item in settle_preprocessing(self.store, self.now):  # tasks whose preprocess job decided
+            self.report.add(item.pop("action"), **item)
 
     def job_timeouts(self) -> None:
         expired = close_expired_jobs(self.store, self.settings, self.now)
