@@ -26,6 +26,8 @@ from typing import Any
 
 from jedictl.config import Settings
 from jedictl.engine.agent import PassReport
+from jedictl.engine.finalize.output_check import lock_catalog_datasets, tasks_to_check
+from jedictl.engine.finalize.post_check import checked
 from jedictl.engine.finalize.scout_facts import scout_job, scout_request, task_values
 from jedictl.engine.finalize.scouts import measure
 from jedictl.engine.task.final_status import (
@@ -91,6 +93,8 @@ def finalize_batch(store: Any, task_ids: Sequence[int], settings: Settings, owne
                 plan = _plan(row, by_task.get(task_id, []), parents.get(row.parent_id), finished.get(task_id), settings, owner, now)
                 if plan is not None:
                     plans[task_id] = plan
+            for task_id in _need_output_check(conn, plans):
+                del plans[task_id]  # something to remove, or outputs that disagree with the catalog: the one-task path
             if plans:
                 _write(conn, list(plans.values()), owner, now, report)
     except _Moved:
@@ -146,6 +150,17 @@ def _plan(task: Any, rows: list[Any], parent_status: str | None, finished: list[
     plan.final = str(result.status)
     plan.notes.append(reason)
     return plan
+
+
+def _need_output_check(conn: Any, plans: dict[int, _Plan]) -> set[int]:
+    """The output check's common path (docs/post-processing.md): one statement tells which of the tasks
+    about to end done or finished have anything for it to do -- those go the one-task way, the others
+    end here. Their catalog datasets are locked first, as the one-task check does."""
+    ending = [plan for plan in plans.values() if plan.final is not None and checked(plan.final)]
+    if not ending:
+        return set()
+    lock_catalog_datasets(conn, [name for plan in ending for name in plan.outputs])
+    return tasks_to_check(conn, [plan.task_id for plan in ending])
 
 
 def _apply(records: list[DatasetRecord], updates: Sequence[DatasetUpdate], plan: _Plan) -> list[DatasetRecord]:
