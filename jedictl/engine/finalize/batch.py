@@ -27,7 +27,7 @@ from typing import Any
 from jedictl.config import Settings
 from jedictl.engine.agent import PassReport
 from jedictl.engine.finalize.output_check import lock_catalog_datasets, tasks_to_check
-from jedictl.engine.finalize.post_check import checked
+from jedictl.engine.finalize.post_check import checked, stale_dialog
 from jedictl.engine.finalize.scout_facts import scout_job, scout_request, task_values
 from jedictl.engine.finalize.scouts import measure
 from jedictl.engine.task.final_status import (
@@ -145,6 +145,8 @@ def _plan(task: Any, rows: list[Any], parent_status: str | None, finished: list[
     plan.values.update(status=str(result.status), modified_at=now, state_changed_at=now, ended_at=now)
     if result.reason:
         plan.values["error_dialog"] = result.reason[:2000]
+    elif stale_dialog(task.error_dialog):
+        plan.values["error_dialog"] = None  # the output check's pause is over
     plan.history.append((str(result.status), status, reason))
     plan.path.append(str(result.status))
     plan.final = str(result.status)

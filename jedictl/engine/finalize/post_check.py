@@ -31,6 +31,8 @@ DUPLICATE, STRAY, INCOMPLETE_LOG = "duplicate", "stray", "incomplete_log"
 REMOVAL_KINDS = (DUPLICATE, STRAY, INCOMPLETE_LOG)
 #: Problems named in the error dialog; the rest are counted.
 DIALOG_PROBLEMS = 3
+#: How the dialog of a task the check paused begins: a later pass that ends it clears that dialog.
+DIALOG_PREFIX = "post-processing: "
 
 
 @dataclass(frozen=True)
@@ -109,7 +111,7 @@ class PostCheck:
         named = "; ".join(problem.detail for problem in self.problems[:DIALOG_PROBLEMS])
         more = self.n_problems - min(len(self.problems), DIALOG_PROBLEMS)
         noun = "output disagrees" if self.n_problems == 1 else "outputs disagree"
-        return (f"post-processing: {self.n_problems} {noun} with the data catalog: {named}"
+        return (f"{DIALOG_PREFIX}{self.n_problems} {noun} with the data catalog: {named}"
                 + (f"; and {more} more" if more > 0 else "") + " (repair the catalog, then `task resume`)")
 
     def summary(self) -> str:
@@ -154,6 +156,11 @@ def removal(entry: Unaccounted) -> Removal | None:
 def post_check(disagreements: Iterable[Disagreement], n_disagreements: int, unaccounted: Iterable[Unaccounted]) -> PostCheck:
     removals = tuple(found for found in (removal(entry) for entry in unaccounted) if found is not None)
     return PostCheck(removals, tuple(problem(row) for row in disagreements), n_disagreements)
+
+
+def stale_dialog(error_dialog: str | None) -> bool:
+    """A dialog the check wrote when it paused the task: cleared once the task ends after all."""
+    return bool(error_dialog) and str(error_dialog).startswith(DIALOG_PREFIX)
 
 
 def checked(final_status: str) -> bool:

@@ -42,7 +42,7 @@ from jedictl.engine.finalize.scout_facts import scout_counts, scout_job, scout_r
 from jedictl.engine.finalize.batch import finalize_batch
 from jedictl.engine.finalize.notify import notify_ended
 from jedictl.engine.finalize.output_check import check_outputs
-from jedictl.engine.finalize.post_check import checked
+from jedictl.engine.finalize.post_check import checked, stale_dialog
 from jedictl.engine.finalize.scouts import early_avalanche_due, evaluate, measure, measurement_changes
 from jedictl.engine.task.options import TaskOptions, options_from_dict
 from jedictl.errors import JedictlError, LeaseLost
@@ -245,8 +245,8 @@ class TaskFinalizer:
                                        self.now)
             outputs = [d.name for d in self._rows if d.type in _CATALOG_TYPES]
             closed = completion.close_catalog_datasets(conn, outputs, self.now)
-            self._move(conn, task.status, result.status, reason, ended_at=self.now,
-                       **({"error_dialog": _dialog(result.reason)} if result.reason else {}))
+            dialog = {"error_dialog": _dialog(result.reason)} if result.reason else {"error_dialog": None} if stale_dialog(task.error_dialog) else {}
+            self._move(conn, task.status, result.status, reason, ended_at=self.now, **dialog)
             self._release(conn)
             self._kick_children(conn, task.id, result.status)
         self.notes.append(reason + (f"; {len(closed)} output datasets closed in the catalog" if closed else ""))

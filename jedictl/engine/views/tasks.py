@@ -10,6 +10,7 @@ from jedictl.engine.task.options import options_from_dict
 from jedictl.engine.views.job_summary import summarise
 from jedictl.store import datasets as dataset_store
 from jedictl.store import jobs as job_store
+from jedictl.store import post_checks as post_check_store
 from jedictl.store import task_commands as command_store
 from jedictl.store import tasks as task_store
 from jedictl.store import views as view_store
@@ -72,6 +73,12 @@ def task_details(conn, task_id: int) -> dict[str, Any]:  # noqa: ANN001
             {"command": c.command, "qualifier": c.qualifier, "by": c.requested_by, "at": c.requested_at, "comment": c.comment,
              "status": c.status, "outcome": c.outcome, "parameters": c.parameters}
             for c in command_store.commands_of(conn, task_id)
+        ],
+        # What the output check at the task's end removed from its datasets in the catalog (docs/post-processing.md).
+        "removed_outputs": [
+            {"dataset": r.dataset_name, "lfn": r.lfn, "kind": r.kind, "job_id": r.job_id, "kept_lfn": r.kept_lfn, "size": r.size,
+             "checksum": r.checksum, "guid": r.guid, "reason": r.reason, "at": r.removed_at, "by": r.removed_by}
+            for r in post_check_store.removed_of(conn, task_id)[1]
         ],
     }
     return details
