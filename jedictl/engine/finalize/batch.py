@@ -11,6 +11,10 @@ also releases); their status history; the dataset statuses and counters; the out
 in the data catalog; the waiting children kicked. If any guard misses (a task moved under us), the
 transaction rolls back and every task of the batch goes the one-task way, which reports what moved.
 
+Tasks about to end done or finished have their outputs checked against the data catalog (docs/
+post-processing.md): one statement tells which of them have anything to remove or disagree with the
+catalog, and only those leave the batch for the one-task path; the others end here as before.
+
 Anything off that path -- scouts, the avalanche, `toabort`, a mutable input sent back to the feeder, a
 task that ends failed/broken/aborted (its children are killed first, one command each), exhausted or
 paused, or whose measurement changes the options -- is left to TaskFinalizer, task by task.
