@@ -80,12 +80,15 @@ def tasks_to_check(conn: Connection, task_ids: Iterable[int]) -> set[int]:
 
 def lock_catalog_datasets(conn: Connection, names: Iterable[str]) -> None:
     """Lock the catalog rows of these datasets until the transaction ends (PostgreSQL; SQLite's BEGIN
-    IMMEDIATE holds the one write lock already), so a file added to one meanwhile waits for the check."""
+    IMMEDIATE holds the one write lock already), so a file added to one meanwhile waits for the check.
+    FOR NO KEY UPDATE, as the final step's closing UPDATE takes anyway: `data add-files` (FOR UPDATE)
+    waits, a job report registering its output (a foreign key's KEY SHARE) does not -- its record and
+    its file commit together, which each single-statement comparison sees whole."""
     if conn.dialect.name != "postgresql":
         return
     for part in slices(sorted(set(names))):
         conn.execute(select(catalog_datasets.c.id).where(catalog_datasets.c.name.in_(list(part))).order_by(catalog_datasets.c.id)
-                     .with_for_update()).all()
+                     .with_for_update(key_share=True)).all()
 
 
 def output_names(conn: Connection, task_id: int) -> list[tuple[str, str]]:
