@@ -245,7 +245,11 @@ class TaskFinalizer:
                                        self.now)
             outputs = [d.name for d in self._rows if d.type in _CATALOG_TYPES]
             closed = completion.close_catalog_datasets(conn, outputs, self.now)
-            dialog = {"error_dialog": _dialog(result.reason)} if result.reason else {"error_dialog": None} if stale_dialog(task.error_dialog) else {}
+            dialog: dict[str, Any] = {}
+            if result.reason:
+                dialog["error_dialog"] = _dialog(result.reason)
+            elif stale_dialog(task.error_dialog):
+                dialog["error_dialog"] = None  # the output check's pause is over
             self._move(conn, task.status, result.status, reason, ended_at=self.now, **dialog)
             self._release(conn)
             self._kick_children(conn, task.id, result.status)
