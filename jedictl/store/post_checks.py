@@ -14,9 +14,10 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Connection, and_, delete, exists, func, literal, or_, select, union
+from sqlalchemy import Connection, and_, bindparam, delete, exists, func, literal, or_, select, union
 
 from jedictl.model import FileStatus, JobStatus
 from jedictl.store.bulk import insert_tuples, slices
@@ -55,6 +56,14 @@ def tasks_to_check(conn: Connection, task_ids: Iterable[int]) -> set[int]:
     ids = sorted(set(task_ids))
     if not ids:
         return set()
+    return set(conn.execute(_tasks_to_check_statement(), {"ids": ids}).scalars())
+
+
+@lru_cache(maxsize=1)
+def _tasks_to_check_statement() -> Any:
+    """`tasks_to_check`'s statement, built once (its aliases' column collections cost more to build than
+    the statement takes to run) with the task ids as one expanding parameter."""
+    ids = bindparam("ids", expanding=True)
     d, cd = datasets.alias("d"), catalog_datasets.alias("cd")
     names = (select(d.c.task_id, d.c.name).where(d.c.task_id.in_(ids), d.c.type.in_(CHECKED_TYPES)).distinct().cte("names"))
     writers = union(select(names.c.name, names.c.task_id),
@@ -75,7 +84,7 @@ def tasks_to_check(conn: Connection, task_ids: Iterable[int]) -> set[int]:
                .outerjoin(cd, cd.c.name == d.c.name)
                .outerjoin(entry, and_(entry.c.dataset_id == cd.c.id, entry.c.lfn == o.c.lfn))
                .where(d.c.task_id.in_(ids), d.c.type.in_(CHECKED_TYPES), o.c.status == _FINISHED, _disagrees(o, entry)))
-    return set(conn.execute(union(counts, records)).scalars())
+    return union(counts, records)
 
 
 def lock_catalog_datasets(conn: Connection, names: Iterable[str]) -> None:
