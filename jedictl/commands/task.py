@@ -21,6 +21,7 @@ SHOW_VIEW = View(tables={
                       "state", "n_events", "site", "destination"), keep=4),
     "status_history": View(("status", "previous", "reason", "at", "by"), keep=3),
     "commands": View(("command", "qualifier", "status", "at", "by", "outcome", "comment"), keep=3),
+    "removed_outputs": View(("dataset", "lfn", "kind", "job_id", "kept_lfn", "reason", "at"), keep=3),
 })
 
 

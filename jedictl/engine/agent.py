@@ -55,7 +55,7 @@ PASS_COUNTS: dict[str, tuple[str, ...]] = {
     "generate": ("generated", "nothing", "throttled", "pending", *_LEASED, "jobs"),
     "harvest": (*_HARVEST, "idle", *(f"would_{outcome}" for outcome in ("submit", *_HARVEST[1:])), "error", "failed_before_work"),
     "finalize": ("waiting", "measured", "scouted", "running", "exhausted", "defined", "prepared", "done", "finished", "failed", "passed",
-                 "broken", "aborted", "kick_child", "kill_child", *_LEASED, "notified", "notify_failed", "notify_given_up"),
+                 "broken", "aborted", "kick_child", "kill_child", *_LEASED, "notified", "notify_failed", "notify_given_up", "paused"),
     "watch": (*_WATCH, *_LEASED),
     "simulate": ("ran", "idle", "error", "jobs", "finished", "failed"),
     "pilot": ("jobs", "finished", "failed", "error"),

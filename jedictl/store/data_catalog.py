@@ -190,8 +190,11 @@ def known_datasets(conn: Connection) -> set[str]:
     return set(conn.execute(select(catalog_datasets.c.name).where(catalog_datasets.c.kind == "dataset")).scalars())
 
 
-def _dataset_row(conn: Connection, name: str, kind: str | None = None) -> Any:
-    row = conn.execute(select(catalog_datasets).where(catalog_datasets.c.name == name)).first()
+def _dataset_row(conn: Connection, name: str, kind: str | None = None, lock: bool = False) -> Any:
+    query = select(catalog_datasets).where(catalog_datasets.c.name == name)
+    if lock and conn.dialect.name == "postgresql":  # its state read again once a finalize closing it has committed
+        query = query.with_for_update()
+    row = conn.execute(query).first()
     if row is None or (kind and row.kind != kind):
         raise NotFound(f"{kind or 'dataset'} {name} is not in the data catalog")
     return row
@@ -292,7 +295,7 @@ def _upsert_container(conn: Connection, name: str, members: Sequence[str], state
 
 
 def add_files(conn: Connection, name: str, files: Sequence[CatalogFile], now: datetime) -> int:
-    row = _dataset_row(conn, name, "dataset")
+    row = _dataset_row(conn, name, "dataset", lock=True)
     new = _new_files(conn, row.id, files, name, row.state)
     if len(new) != len(files):
         duplicate = next(f.lfn for f in files if f not in new)

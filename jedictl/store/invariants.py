@@ -435,10 +435,33 @@ def lost_files_recovered_once(conn: Connection) -> list[str]:
             for (name, lfn), ids in takers.items() if len(ids) > 1]
 
 
+def duplicate_outputs_of_ended_tasks(conn: Connection) -> list[str]:
+    """No task that ended done or finished has two files for one input in an output dataset
+    (docs/post-processing.md): the output check at its end removed what an earlier attempt of a retried
+    job left in the catalog. Files are tied to inputs through the task's records of their names and the
+    master input records of the jobs that wrote them."""
+    out, entry, master = datasets.alias("out"), catalog_files.alias("entry"), datasets.alias("master")
+    record, read = files.alias("record"), job_files.alias("read")
+    rows = conn.execute(
+        select(tasks.c.id, tasks.c.status, out.c.name, read.c.file_id, func.min(read.c.lfn).label("input_lfn"),
+               func.count(func.distinct(entry.c.id)).label("n"), func.min(entry.c.lfn).label("first"), func.max(entry.c.lfn).label("last"))
+        .select_from(tasks).join(out, out.c.task_id == tasks.c.id)
+        .join(catalog_datasets, catalog_datasets.c.name == out.c.name)
+        .join(entry, entry.c.dataset_id == catalog_datasets.c.id)
+        .join(record, and_(record.c.dataset_id == out.c.id, record.c.lfn == entry.c.lfn))
+        .join(read, read.c.job_id == record.c.out_job_id)
+        .join(master, and_(master.c.id == read.c.dataset_id, master.c.master_id.is_(None), master.c.type.in_(MASTER_TYPES)))
+        .where(tasks.c.status.in_((TaskStatus.DONE.value, TaskStatus.FINISHED.value)), out.c.type == "output")
+        .group_by(tasks.c.id, tasks.c.status, out.c.name, read.c.file_id).having(func.count(func.distinct(entry.c.id)) > 1)
+        .order_by(tasks.c.id, out.c.name, read.c.file_id))
+    return [f"task {r.id} output dataset {r.name} holds {r.n} files for input {r.input_lfn} ({r.first} and {r.last}) "
+            f"though the task is {r.status}" for r in rows]
+
+
 CHECKS = (dataset_counters, leases_of_final_tasks, files_in_one_live_job, retry_history, records_of_live_jobs, work_done_once,
           live_jobs_of_ended_tasks, outputs_registered_once, inputs_of_ended_tasks, assigned_jobs_await_input, outputs_of_one_task,
           site_datasets_in_their_container, throttled_jobs_are_released, many_time_not_consumed, events_of_changes,
-          periodic_instances_once, lost_files_recovered_once)
+          periodic_instances_once, lost_files_recovered_once, duplicate_outputs_of_ended_tasks)
 
 
 def run_jobs_wait_for_their_build(conn: Connection) -> list[str]:

@@ -752,6 +752,30 @@ recovered_files = Table(
     Index("ix_recovered_files_name", "dataset_name", "lfn"),
 )
 
+# ------------------------------------------------------------------------------------ post-processing
+# What the finalize pass's output check removed from a task's output and log datasets in the data
+# catalog (docs/post-processing.md, migration 0016): one row per catalog file removed, so an operator
+# sees in `task show` what went and why. Written in the final step's transaction, with the removal.
+
+removed_outputs = Table(
+    "removed_outputs",
+    metadata,
+    _id(),
+    Column("task_id", ID, ForeignKey("tasks.id", ondelete="CASCADE"), nullable=False),
+    Column("dataset_name", LONG_NAME, nullable=False),  # the catalog dataset it was removed from
+    Column("lfn", LONG_NAME, nullable=False),
+    Column("kind", STATUS, nullable=False),  # duplicate | stray | incomplete_log (engine.finalize.post_check)
+    Column("guid", String(64)),
+    Column("size", BigInteger),
+    Column("checksum", String(64)),
+    Column("job_id", BigInteger),  # the job (attempt) that wrote it, when the task knows it
+    Column("kept_lfn", LONG_NAME),  # a duplicate: the file kept for the same input
+    Column("reason", Text, nullable=False),
+    Column("removed_at", TIME, nullable=False),
+    Column("removed_by", String(128), nullable=False),
+    Index("ix_removed_outputs_task", "task_id", "id"),
+)
+
 #: Tables of each migration step, in creation order (used by the migrations and their test).
 TASK_MODEL_TABLES = [
     tasks, task_params, task_status_history, task_commands, datasets, files, output_templates,
@@ -763,3 +787,4 @@ CATALOG_TABLES = [
 ]
 MESSAGE_TABLES = [processed_messages, message_outbox]
 PERIODIC_TABLES = [periodic_templates]
+POST_PROCESSING_TABLES = [removed_outputs]

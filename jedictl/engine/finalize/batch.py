@@ -11,6 +11,10 @@ also releases); their status history; the dataset statuses and counters; the out
 in the data catalog; the waiting children kicked. If any guard misses (a task moved under us), the
 transaction rolls back and every task of the batch goes the one-task way, which reports what moved.
 
+Tasks about to end done or finished have their outputs checked against the data catalog (docs/
+post-processing.md): one statement tells which of them have anything to remove or disagree with the
+catalog, and only those leave the batch for the one-task path; the others end here as before.
+
 Anything off that path -- scouts, the avalanche, `toabort`, a mutable input sent back to the feeder, a
 task that ends failed/broken/aborted (its children are killed first, one command each), exhausted or
 paused, or whose measurement changes the options -- is left to TaskFinalizer, task by task.
@@ -26,6 +30,8 @@ from typing import Any
 
 from jedictl.config import Settings
 from jedictl.engine.agent import PassReport
+from jedictl.engine.finalize.output_check import lock_catalog_datasets, tasks_to_check
+from jedictl.engine.finalize.post_check import checked, stale_dialog
 from jedictl.engine.finalize.scout_facts import scout_job, scout_request, task_values
 from jedictl.engine.finalize.scouts import measure
 from jedictl.engine.task.final_status import (
@@ -91,6 +97,8 @@ def finalize_batch(store: Any, task_ids: Sequence[int], settings: Settings, owne
                 plan = _plan(row, by_task.get(task_id, []), parents.get(row.parent_id), finished.get(task_id), settings, owner, now)
                 if plan is not None:
                     plans[task_id] = plan
+            for task_id in _need_output_check(conn, plans):
+                del plans[task_id]  # something to remove, or outputs that disagree with the catalog: the one-task path
             if plans:
                 _write(conn, list(plans.values()), owner, now, report)
     except _Moved:
@@ -141,11 +149,24 @@ def _plan(task: Any, rows: list[Any], parent_status: str | None, finished: list[
     plan.values.update(status=str(result.status), modified_at=now, state_changed_at=now, ended_at=now)
     if result.reason:
         plan.values["error_dialog"] = result.reason[:2000]
+    elif stale_dialog(task.error_dialog):
+        plan.values["error_dialog"] = None  # the output check's pause is over
     plan.history.append((str(result.status), status, reason))
     plan.path.append(str(result.status))
     plan.final = str(result.status)
     plan.notes.append(reason)
     return plan
+
+
+def _need_output_check(conn: Any, plans: dict[int, _Plan]) -> set[int]:
+    """The output check's common path (docs/post-processing.md): one statement tells which of the tasks
+    about to end done or finished have anything for it to do -- those go the one-task way, the others
+    end here. Their catalog datasets are locked first, as the one-task check does."""
+    ending = [plan for plan in plans.values() if plan.final is not None and checked(plan.final)]
+    if not ending:
+        return set()
+    lock_catalog_datasets(conn, [name for plan in ending for name in plan.outputs])
+    return tasks_to_check(conn, [plan.task_id for plan in ending])
 
 
 def _apply(records: list[DatasetRecord], updates: Sequence[DatasetUpdate], plan: _Plan) -> list[DatasetRecord]:

@@ -41,6 +41,8 @@ from jedictl.engine.commando.commands import Request, run_command
 from jedictl.engine.finalize.scout_facts import scout_counts, scout_job, scout_request, task_values, thresholds
 from jedictl.engine.finalize.batch import finalize_batch
 from jedictl.engine.finalize.notify import notify_ended
+from jedictl.engine.finalize.output_check import check_outputs
+from jedictl.engine.finalize.post_check import checked, stale_dialog
 from jedictl.engine.finalize.scouts import early_avalanche_due, evaluate, measure, measurement_changes
 from jedictl.engine.task.options import TaskOptions, options_from_dict
 from jedictl.errors import JedictlError, LeaseLost
@@ -237,15 +239,37 @@ class TaskFinalizer:
             if result.status not in TASK_FINAL:  # paused stays as it is
                 self._release(conn)
                 return False
+            if checked(result.status) and not self._outputs_checked(conn, task):
+                return False
             completion.update_datasets(conn, task.id, final_dataset_statuses(result.status, _outputs_counted(result.status, datasets)),
                                        self.now)
             outputs = [d.name for d in self._rows if d.type in _CATALOG_TYPES]
             closed = completion.close_catalog_datasets(conn, outputs, self.now)
-            self._move(conn, task.status, result.status, reason, ended_at=self.now,
-                       **({"error_dialog": _dialog(result.reason)} if result.reason else {}))
+            dialog: dict[str, Any] = {}
+            if result.reason:
+                dialog["error_dialog"] = _dialog(result.reason)
+            elif stale_dialog(task.error_dialog):
+                dialog["error_dialog"] = None  # the output check's pause is over
+            self._move(conn, task.status, result.status, reason, ended_at=self.now, **dialog)
             self._release(conn)
             self._kick_children(conn, task.id, result.status)
         self.notes.append(reason + (f"; {len(closed)} output datasets closed in the catalog" if closed else ""))
+        return False
+
+    def _outputs_checked(self, conn: Any, task: Any) -> bool:
+        """The output check (docs/post-processing.md) in the final step's transaction: what must go is
+        removed from the catalog and recorded; False when the outputs disagree with the catalog -- the
+        task is then paused, remembering the status it is finalized from, with the problems as its
+        error dialog (JEDI pauses a task whose outputs are duplicated)."""
+        check = check_outputs(conn, task.id, self.now, self.owner)
+        if check.removals:
+            self.notes.append(check.summary())
+        if check.passed:
+            return True
+        dialog = check.dialog()
+        self._move(conn, task.status, S.PAUSED, dialog, old_status=task.status, error_dialog=_dialog(dialog))
+        self._release(conn)
+        self.notes.append(f"{check.n_problems} outputs disagree with the data catalog: paused")
         return False
 
     def _kick_children(self, conn: Any, task_id: int, status: str) -> None:

@@ -13,6 +13,7 @@ from jedictl.store import datasets as dataset_store
 from jedictl.errors import NotFound
 from jedictl.store import jobs as job_store
 from jedictl.store import periodic as periodic_store
+from jedictl.store import post_checks as post_check_store
 from jedictl.store import task_commands as command_store
 from jedictl.store import tasks as task_store
 from jedictl.store import views as view_store
@@ -99,6 +100,12 @@ def task_details(conn, task_id: int) -> dict[str, Any]:  # noqa: ANN001
         ],
         # Lost-file recovery (docs/recovery.md): what this task recovers, and the tasks that recover it.
         "recovery": recovery.relation(conn, task_id),
+        # What the output check at the task's end removed from its datasets in the catalog (docs/post-processing.md).
+        "removed_outputs": [
+            {"dataset": r.dataset_name, "lfn": r.lfn, "kind": r.kind, "job_id": r.job_id, "kept_lfn": r.kept_lfn, "size": r.size,
+             "checksum": r.checksum, "guid": r.guid, "reason": r.reason, "at": r.removed_at, "by": r.removed_by}
+            for r in post_check_store.removed_of(conn, task_id)[1]
+        ],
     }
     return details
 
