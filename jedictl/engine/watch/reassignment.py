@@ -277,7 +277,8 @@ def reassign_jobs(db: Any, settings: Settings, job_ids: Sequence[int], site: str
         data = factory(conn)
         decided: list[Move] = []
         items: dict[int, dict[str, Any]] = {}
-        placed = Placements()
+        stats, last = _queues(conn)  # a site whose own queue does not move is never chosen (an operator may name it)
+        placed = Placements(excluded=frozenset(_stalled_sites(stats, last, now, settings)))
         tasks = store.task_rows(conn, {row.task_id for row in rows.values()})
         containers = store.tasks_with_output_containers(conn, set(tasks))
         for job_id in job_ids:
@@ -297,7 +298,9 @@ def reassign_jobs(db: Any, settings: Settings, job_ids: Sequence[int], site: str
                         refusal = f"{site} does not hold the job's input on a disk it reads"
                     else:  # the site an operator names is not held to its queue cap (its site caps still hold)
                         targets = [Target(kept.site, kept.weight, kept.queued, max(kept.room, len(job_ids)), kept.local_files, kept.note)]
-                target = choose_target(needs[job_id], targets, row.site, placed) if refusal is None else None
+                # `placed` shares its counts of jobs sent with the named site's view, which excludes nothing
+                view = placed if site is None else Placements(moved=placed.moved)
+                target = choose_target(needs[job_id], targets, row.site, view) if refusal is None else None
                 if refusal is None and target is None:
                     refusal = "no other site the task's brokerage keeps holds the job's input and has room"
             if refusal is not None:
