@@ -291,4 +291,8 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
         E("Install completion for the shell named by $SHELL", "jedictl completion install"),
         E("Install it for zsh", "jedictl completion install --shell zsh"),
     ),
+    "jobs reassign": (
+        E("Move two queued jobs to the best site their task's brokerage keeps", "jedictl jobs reassign 4711 4712"),
+        E("Move job 3 of task 12 to a named site", "jedictl jobs reassign 12.3 --site CERN-PROD_GRID --user alice"),
+    ),
 }
