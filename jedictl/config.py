@@ -359,13 +359,14 @@ class ReassignSettings:
     "reassign jobs if workload distribution becomes unbalanced"; PanDA's fast rebrokerage, copyArchive)."""
 
     enabled: bool = _s(True, "the watch pass moves queued jobs off overloaded sites (false: it only reports them)", "")
-    queue_ratio: float = _s(3.0, "a site is overloaded when its queued jobs of a share exceed this many times its running ones",
+    queue_ratio: float = _s(3.0, "a site x share is overloaded only if its queued jobs exceed this many times its running ones",
                             "FAST_REBRO_THRESHOLD_NQNR_RATIO", above=0)
-    min_queue: int = _s(10, "... and exceed this many", "FAST_REBRO_THRESHOLD_NQUEUE (default 10)", low=0)
-    queue_fraction: float = _s(0.3, "... and exceed this fraction of the share's queued jobs at all sites", "FAST_REBRO_THRESHOLD_NQUEUE_FRAC",
-                               low=0, high=1)
-    stall_minutes: float = _s(180.0, "... and the site took no job (dispatch) for this long while its oldest queued job waited as long",
-                              "rebroker: no recent activity in 3 h", above=0)
+    min_queue: int = _s(10, "a site x share is overloaded only if its queued jobs exceed this many", "FAST_REBRO_THRESHOLD_NQUEUE (default 10)",
+                        low=0)
+    queue_fraction: float = _s(0.3, "a site x share is overloaded only if its queued jobs exceed this fraction of the share's queued jobs "
+                                    "at every site", "FAST_REBRO_THRESHOLD_NQUEUE_FRAC", low=0, high=1)
+    stall_minutes: float = _s(180.0, "a site is overloaded only if it took no job (dispatch) for this many minutes and its oldest queued "
+                                     "job waited as long", "rebroker: no recent activity in 3 h", above=0)
     min_queued_minutes: float = _s(180.0, "a job is moved only after waiting this long at its site (a moved job waits again)",
                                    "rebroker: jobs older than 3 h", low=0)
     limit: int = _s(1000, "jobs moved per watch pass at most", "", low=1)
