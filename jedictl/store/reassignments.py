@@ -100,13 +100,14 @@ def tasks_with_output_containers(conn: Connection, task_ids: Collection[int]) ->
 
 
 def job_inputs(conn: Connection, job_ids: Sequence[int]) -> list[Row]:
-    """(job_id, lfn, size, dataset) of every input file of these jobs."""
+    """(job_id, lfn, size, dataset) of every input file of these jobs that lives on storage (pseudo inputs
+    -- the event ranges of a task without input -- need no replica anywhere)."""
     rows: list[Row] = []
     for part in slices(sorted(set(job_ids))):
         rows += conn.execute(
             select(job_files.c.job_id, job_files.c.lfn, job_files.c.size, datasets.c.name.label("dataset"))
             .join(datasets, datasets.c.id == job_files.c.dataset_id)
-            .where(job_files.c.job_id.in_(list(part)), job_files.c.type.in_(INPUT_TYPES))
+            .where(job_files.c.job_id.in_(list(part)), job_files.c.type == "input")
             .order_by(job_files.c.job_id, job_files.c.id)).all()
     return rows
 

@@ -286,3 +286,26 @@ def test_run_includes_the_reassignment(cli, store, tmp_path):
     report = cli.json("run", db=store, env={"JEDICTL_NOW": LATER})
     watch = next(p for p in report["passes"] if p["pass"] == "watch")
     assert watch["counts"]["overloaded"] == 1 and watch["counts"]["reassign"] == 3 and len(_moves(store)) == 3
+
+
+def test_jobs_without_input_move_and_never_to_a_stalled_site(cli, store, tmp_path):
+    """A generation task's jobs read no file (pseudo input): any site its brokerage keeps fits them, but
+    not one whose own queue is stalled too."""
+    from tests.cli.test_refine import EXAMPLES
+
+    cli("sites", "import", str(ROOT / "examples" / "sites.yaml"), db=store)
+    env = {"JEDICTL_NOW": NOW}
+    cli("submit", "-", db=store, input=EXAMPLES["generation"], env=env)
+    for agent in (("refine",), ("feed",), ("broker", "--seed", "1"), ("generate", "--seed", "1")):
+        cli(*agent, db=store, env=env)
+    before = _sites(store)
+    at_source = sum(1 for site, _ in before.values() if site == SOURCE)
+    assert at_source == 8 and sum(1 for site, _ in before.values() if site == TARGET) == 2
+    # CERN-PROD_GRID's two jobs waited as long with no dispatch: it is stalled too, so nothing moves there.
+    stuck = _watch(cli, store, min_queue="2")
+    assert stuck["counts"]["overloaded"] == 1 and stuck["items"][0]["targets_found"] == 0 and _moves(store) == []
+    cli("jobs", "dispatch", "--site", TARGET, "--count", "1", db=store, env={"JEDICTL_NOW": _at(LATER, minutes=-30)})
+    report = _watch(cli, store, min_queue="2")
+    # 8 queued at BNL_PROD of 9 in the share: min(8, 8 - 2, 8 - 2.7) = 6
+    assert report["counts"]["reassign"] == 6 and {move[2] for move in _moves(store)} == {TARGET}
+    _consistent(store)
