@@ -164,10 +164,6 @@ def moves_of(conn: Connection, job_id: int) -> list[Row]:
                              .where(r.job_id == job_id).order_by(r.id)))
 
 
-def moves_per_task(conn: Connection, task_id: int) -> int:
-    return int(conn.execute(select(func.count()).select_from(job_reassignments).where(job_reassignments.c.task_id == task_id)).scalar() or 0)
-
-
 def broken_chains(conn: Connection) -> list[Row]:
     """Moves that do not follow the job's previous move (from_site is not where that one put it), the
     last move of a job that is not where it put it, and moves of a job after an executor had taken it."""
