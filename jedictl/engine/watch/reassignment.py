@@ -78,7 +78,7 @@ def rebalance(db: Any, settings: Settings, owner: str, now: datetime, *,
     factory = catalog_factory or StoreDataCatalog
     items: list[dict[str, Any]] = []
     with db.read() as conn:
-        stats, last = _queues(conn)
+        stats, last = _queues(conn, now, settings)
         overloads = find_overloads(stats, last, now, config)
         if not overloads:
             return items
@@ -113,7 +113,9 @@ def rebalance(db: Any, settings: Settings, owner: str, now: datetime, *,
     return items
 
 
-def _queues(conn: Any) -> tuple[list[QueueStat], dict[str, datetime | None]]:
+def _queues(conn: Any, now: datetime, settings: Settings) -> tuple[list[QueueStat], dict[str, datetime | None]]:
+    """The queues per site x share, and when each site that may be stalled -- its oldest queued job waited
+    `stall_minutes` -- last took a job (the other sites are not looked up: they cannot be stalled)."""
     grouped: dict[tuple[str, str | None], dict[str, Any]] = {}
     for row in store.queue_rows(conn, QUEUED_STATUSES + RUNNING_STATUSES):
         entry = grouped.setdefault((row.site, row.gshare), {"queued": 0, "running": 0, "oldest": None})
@@ -125,7 +127,9 @@ def _queues(conn: Any) -> tuple[list[QueueStat], dict[str, datetime | None]]:
             entry["running"] += int(row.n)
     stats = [QueueStat(site, gshare, e["queued"], e["running"], e["oldest"]) for (site, gshare), e in sorted(
         grouped.items(), key=lambda item: (item[0][0], item[0][1] or ""))]
-    return stats, store.last_dispatches(conn, {stat.site for stat in stats if stat.queued})
+    waited = now - timedelta(minutes=settings.reassign.stall_minutes)
+    return stats, store.last_dispatches(conn, {stat.site for stat in stats if stat.queued and stat.oldest_queued_at is not None
+                                               and stat.oldest_queued_at <= waited})
 
 
 def _stalled_sites(stats: Sequence[QueueStat], last: Mapping[str, datetime | None], now: datetime, settings: Settings) -> set[str]:
@@ -277,7 +281,7 @@ def reassign_jobs(db: Any, settings: Settings, job_ids: Sequence[int], site: str
         data = factory(conn)
         decided: list[Move] = []
         items: dict[int, dict[str, Any]] = {}
-        stats, last = _queues(conn)  # a site whose own queue does not move is never chosen (an operator may name it)
+        stats, last = _queues(conn, now, settings)  # a site whose own queue does not move is never chosen (an operator may name it)
         placed = Placements(excluded=frozenset(_stalled_sites(stats, last, now, settings)))
         tasks = store.task_rows(conn, {row.task_id for row in rows.values()})
         containers = store.tasks_with_output_containers(conn, set(tasks))
