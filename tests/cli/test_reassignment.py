@@ -309,3 +309,49 @@ def test_jobs_without_input_move_and_never_to_a_stalled_site(cli, store, tmp_pat
     # 8 queued at BNL_PROD of 9 in the share: min(8, 8 - 2, 8 - 2.7) = 6
     assert report["counts"]["reassign"] == 6 and {move[2] for move in _moves(store)} == {TARGET}
     _consistent(store)
+
+
+def test_a_target_takes_no_more_than_its_site_caps(cli, store, tmp_path):
+    grid = yaml.safe_load((ROOT / "examples" / "sites.yaml").read_text())
+    next(site for site in grid["sites"] if site["name"] == TARGET)["max_queued"] = 2
+    capped = tmp_path / "sites.yaml"
+    capped.write_text(yaml.safe_dump(grid))
+    _setup(cli, store, tmp_path)
+    cli("sites", "import", str(capped), db=store)
+    report = _watch(cli, store, min_queue="0", queue_fraction="0")
+    overloaded = report["items"][0]
+    assert (overloaded["excess"], overloaded["targets_found"], overloaded["moved"]) == (13, 2, 2)
+    assert sum(1 for site, _ in _sites(store).values() if site == TARGET) == 2
+    _consistent(store)
+
+
+def test_moves_beyond_a_capped_site_s_room_at_write_time_are_refused(cli, store, tmp_path):
+    """The room of a capped site is counted again, its row locked, when the moves are written: moves
+    decided on an older count (another process filled the site meanwhile) stop at its cap."""
+    from jedictl.config import load_settings
+    from jedictl.engine.brokerage.loading import load_catalog
+    from jedictl.engine.watch.reassignment import apply_moves
+    from jedictl.store import reassignments
+    from jedictl.store.database import open_store
+
+    grid = yaml.safe_load((ROOT / "examples" / "sites.yaml").read_text())
+    next(site for site in grid["sites"] if site["name"] == TARGET)["max_queued"] = 2
+    capped = tmp_path / "sites.yaml"
+    capped.write_text(yaml.safe_dump(grid))
+    _setup(cli, store, tmp_path)
+    cli("sites", "import", str(capped), db=store)
+    settings = load_settings({"db": store}).settings
+    db = open_store(store)
+    try:
+        with db.read() as conn:
+            rows = reassignments.jobs_by_id(conn, [1, 2, 3])
+            sites = {site.name: site for site in load_catalog(conn).sites}
+        moves = [reassignments.Move(job_id, 1, 1, SOURCE, TARGET, "activated", "activated", "CERN", "test", "test", "test")
+                 for job_id in (1, 2, 3)]
+        outcomes = apply_moves(db, moves, settings, parse_time(LATER), sites, rows)
+    finally:
+        db.close()
+    assert [(o.job_id, o.moved) for o in outcomes] == [(1, True), (2, True), (3, False)]
+    assert outcomes[2].reason == f"site {TARGET} has no room left under its caps"
+    assert [move[0] for move in _moves(store)] == [1, 2]
+    _consistent(store)
