@@ -353,6 +353,25 @@ class MessageSettings:
                                 low=0, high=65535)
 
 
+@dataclass(frozen=True)
+class ReassignSettings:
+    """Moving queued jobs off sites whose queue is long and does not move (docs/reassignment.md; seed 001
+    "reassign jobs if workload distribution becomes unbalanced"; PanDA's fast rebrokerage, copyArchive)."""
+
+    enabled: bool = _s(True, "the watch pass moves queued jobs off overloaded sites (false: it only reports them)", "")
+    queue_ratio: float = _s(3.0, "a site x share is overloaded only if its queued jobs exceed this many times its running ones",
+                            "FAST_REBRO_THRESHOLD_NQNR_RATIO", above=0)
+    min_queue: int = _s(10, "a site x share is overloaded only if its queued jobs exceed this many", "FAST_REBRO_THRESHOLD_NQUEUE (default 10)",
+                        low=0)
+    queue_fraction: float = _s(0.3, "a site x share is overloaded only if its queued jobs exceed this fraction of the share's queued jobs "
+                                    "at every site", "FAST_REBRO_THRESHOLD_NQUEUE_FRAC", low=0, high=1)
+    stall_minutes: float = _s(180.0, "a site is overloaded only if it took no job (dispatch) for this many minutes and its oldest queued "
+                                     "job waited as long", "rebroker: no recent activity in 3 h", above=0)
+    min_queued_minutes: float = _s(180.0, "a job is moved only after waiting this long at its site (a moved job waits again)",
+                                   "rebroker: jobs older than 3 h", low=0)
+    limit: int = _s(1000, "jobs moved per watch pass at most", "", low=1)
+
+
 _DEFAULT_WORK_QUEUES: list[dict[str, Any]] = [
     {"name": "evgensimul", "vo": "*", "queue_type": "managed", "order": 10, "share": 40, "criteria": "processingType IN ('evgen', 'simul')"},
     {"name": "group", "vo": "*", "queue_type": "managed", "order": 20, "share": 10, "criteria": "workingGroup LIKE 'GP_%'"},
@@ -416,6 +435,7 @@ class Settings:
     work_queues: list = _s(_DEFAULT_WORK_QUEUES, "work queue definitions (until queue-shares import)")
     global_shares: list = _s(_DEFAULT_GLOBAL_SHARES, "global share tree (until queue-shares import)")
     resource_types: list = _s(_DEFAULT_RESOURCE_TYPES, "resource types by cores and RAM per core")
+    reassign: ReassignSettings = field(default_factory=ReassignSettings)
 
 
 @dataclass(frozen=True)

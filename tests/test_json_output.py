@@ -174,13 +174,16 @@ class Scenario:
         j("task show", "task", "show", str(task))
         j("task show --split-rule", "task", "show", str(task), "--split-rule")
         j("explain task", "explain", "task", str(task))
-        site = j("jobs list", "jobs", "list")[0]["site"]
+        listed = j("jobs list", "jobs", "list")
+        site = listed[0]["site"]
         first = j("jobs dispatch", "jobs", "dispatch", "--site", site, "--task", str(task), "--count", "2")["jobs"]
         j("jobs heartbeat", "jobs", "heartbeat", str(first[0]["job_id"]), first[1]["task_job"])
         j("jobs report", "jobs", "report", "-", input=json.dumps({"job_id": first[0]["job_id"], "status": "failed", "attempt_nr": 1,
                                                                   "error_source": "exe", "error_code": 65, "error_diag": "x"}) + "\n")
         j("jobs kill", "jobs", "kill", first[1]["task_job"])
         j("jobs show", "jobs", "show", first[0]["task_job"])
+        queued = next(job for job in listed if job["job_id"] not in {taken["job_id"] for taken in first})
+        j("jobs reassign", "jobs", "reassign", str(queued["job_id"]), "--site", "CERN-PROD_GRID" if queued["site"] != "CERN-PROD_GRID" else "BNL_PROD")
         j("simulate", "simulate", "--seed", "1", "--failure-rate", "0")
         j("finalize", "finalize")
         j("watch", "watch")

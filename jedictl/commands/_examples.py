@@ -323,4 +323,8 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
         E("What recovering every lost file of a dataset would make, nothing written", "jedictl recover-lost mc23.reco.AOD --dry-run"),
         E("Recover two lost files", "jedictl recover-lost mc23.reco.AOD --files A.000003.root,A.000007.root"),
     ),
+    "jobs reassign": (
+        E("Move two queued jobs to the best site their task's brokerage keeps", "jedictl jobs reassign 4711 4712"),
+        E("Move job 3 of task 12 to a named site", "jedictl jobs reassign 12.3 --site CERN-PROD_GRID --user alice"),
+    ),
 }

@@ -1,4 +1,4 @@
-"""`jedictl jobs`: list and show jobs; dispatch, heartbeat and report them (executors); kill them."""
+"""`jedictl jobs`: list and show jobs; dispatch, heartbeat and report them (executors); kill them; move queued ones (reassign)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,15 @@ import typer
 from jedictl.commands._app import App
 from jedictl.commands._common import ColumnsOpt, WideOpt, context
 from jedictl.commands.jobs_dispatch import dispatch
+from jedictl.commands.jobs_reassign import reassign
 from jedictl.commands.jobs_report import heartbeat, kill, report
 from jedictl.output import View
 
 app = App(help="Jobs: inspect them; executors pull and report them.", no_args_is_help=True)
 
 LIST_VIEW = View(("job_id", "task_job", "status", "site", "priority", "attempt_nr", "cores", "ram_mb", "modified_at"), keep=3)
-SHOW_VIEW = View(tables={"files": View(("type", "lfn", "status", "attempt_nr", "size", "checksum", "dataset"), keep=3)})
+SHOW_VIEW = View(tables={"files": View(("type", "lfn", "status", "attempt_nr", "size", "checksum", "dataset"), keep=3),
+                         "moves": View(("moved_at", "from_site", "to_site", "moved_by", "reason"), keep=3)})
 
 
 @app.command("list")
@@ -62,3 +64,4 @@ app.command("dispatch")(dispatch)
 app.command("heartbeat")(heartbeat)
 app.command("report")(report)
 app.command("kill")(kill)
+app.command("reassign")(reassign)

@@ -18,8 +18,9 @@ def watch(
 
     Expired leases are released and files a dead process left picked go back to ready; pending tasks
     are retried after their wait and exhausted after 7 days; exhausted tasks move to finishing after
-    48 h; jobs past their timeouts are closed; tasks whose input keeps failing are throttled (120 min
-    x n squared) and released; running tasks at 95 % with at most 100 jobs left get priority 900 and
+    48 h; jobs past their timeouts are closed; queued jobs of a site whose queue is long and took no job
+    for 3 h move to sites with room (docs/reassignment.md); tasks whose input keeps failing are throttled
+    (120 min x n squared) and released; running tasks at 95 % with at most 100 jobs left get priority 900 and
     the Express share; tasks failing too often are paused (watchdog.pause_failure_rate); tasks that
     reached their goal are finished softly.
     """

@@ -129,7 +129,8 @@ def claim_jobs(conn: Connection, site: str, count: int, executor: str, now: date
         candidates = claim_candidates(select(jobs.c.id).where(*where).order_by(*dispatch_order(ranks)).limit(count))
     statement = (
         update(jobs)
-        .where(jobs.c.id == candidates.c.id, jobs.c.status == JobStatus.ACTIVATED.value)
+        # The site too: a job moved to another site after it was chosen is not handed to this one's executor.
+        .where(jobs.c.id == candidates.c.id, jobs.c.status == JobStatus.ACTIVATED.value, jobs.c.site == site)
         .values(status=JobStatus.SENT.value, executor=executor, dispatched_at=now, state_changed_at=now, modified_at=now,
                 heartbeat_at=now, command_to_pilot=None)
         .returning(jobs.c.id)

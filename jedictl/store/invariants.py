@@ -16,6 +16,7 @@ from jedictl.model import JOB_FINAL, LIB_JOB_FILE_TYPE, TASK_FINAL, USER_CAP, Fi
 from jedictl.model.files import is_many_time
 from jedictl.store.bulk import slices
 from jedictl.store.files import record_events
+from jedictl.store.reassignments import broken_chains
 from jedictl.store.schema import (
     catalog_container_members, catalog_datasets, catalog_files, datasets, files, job_files, job_retry_history, jobs, message_outbox,
     recovered_files, task_outputs, task_status_history, tasks,
@@ -458,6 +459,23 @@ def duplicate_outputs_of_ended_tasks(conn: Connection) -> list[str]:
             f"though the task is {r.status}" for r in rows]
 
 
+def reassignments_chain(conn: Connection) -> list[str]:
+    """A queued job moves only from where it is and never once an executor took it (docs/reassignment.md):
+    each move of a job starts at the site the previous one put it, the job is at the site of its last
+    move, and no executor took it before that move. Two passes moving one job at once would leave two
+    moves from the same site; a move of a dispatched job, one after its dispatch."""
+    problems = []
+    for r in broken_chains(conn):
+        where = f"task {r.task_id} job {r.job_id}: move {r.id} ({r.from_site} -> {r.to_site})"
+        if r.previous_to is not None and r.previous_to != r.from_site:
+            problems.append(f"{where} starts at {r.from_site}, but its previous move put the job at {r.previous_to}")
+        if r.from_last == 1 and (r.job_site or "") != r.to_site:
+            problems.append(f"{where} is its last, but the job is at {r.job_site}")
+        if r.from_last == 1 and r.dispatched_at is not None and r.dispatched_at < r.moved_at:
+            problems.append(f"{where} came after an executor took the job ({r.dispatched_at:%Y-%m-%d %H:%M:%S})")
+    return problems
+
+
 CHECKS = (dataset_counters, leases_of_final_tasks, files_in_one_live_job, retry_history, records_of_live_jobs, work_done_once,
           live_jobs_of_ended_tasks, outputs_registered_once, inputs_of_ended_tasks, assigned_jobs_await_input, outputs_of_one_task,
           site_datasets_in_their_container, throttled_jobs_are_released, many_time_not_consumed, events_of_changes,
@@ -510,7 +528,7 @@ def preprocess_job_first(conn: Connection) -> list[str]:
     return problems
 
 
-CHECKS = CHECKS + (run_jobs_wait_for_their_build, preprocess_job_first)
+CHECKS = CHECKS + (run_jobs_wait_for_their_build, preprocess_job_first, reassignments_chain)
 
 
 def check_all(conn: Connection, *, dead_owners: Sequence[str] = (), no_live_passes: bool = False) -> list[str]:

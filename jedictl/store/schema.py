@@ -788,3 +788,30 @@ CATALOG_TABLES = [
 MESSAGE_TABLES = [processed_messages, message_outbox]
 PERIODIC_TABLES = [periodic_templates]
 POST_PROCESSING_TABLES = [removed_outputs]
+
+# Job reassignment (docs/reassignment.md, migration 0017).
+
+#: Every move of a queued job from one site to another: by the watch pass when its site's queue is long
+#: and nothing moves there (PanDA's fast rebrokerage), or by `jedictl jobs reassign`. Written in the
+#: move's own transaction, so a job's moves form a chain from its first site to its current one
+#: (`jedictl check`: reassignments_chain).
+job_reassignments = Table(
+    "job_reassignments",
+    metadata,
+    _id(),
+    Column("job_id", ID, ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
+    Column("task_id", ID, nullable=False),
+    Column("attempt_nr", Integer, nullable=False),
+    Column("from_site", String(64), nullable=False),
+    Column("to_site", String(64), nullable=False),
+    Column("from_status", STATUS, nullable=False),
+    Column("to_status", STATUS, nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("moved_by", String(128), nullable=False),  # jedictl watch | jedictl jobs reassign (user)
+    Column("owner", String(128), nullable=False),  # the process that moved it
+    Column("moved_at", TIME, nullable=False),
+    Index("ix_job_reassignments_job", "job_id"),
+    Index("ix_job_reassignments_task", "task_id"),
+)
+
+REASSIGNMENT_TABLES = [job_reassignments]

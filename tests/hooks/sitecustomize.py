@@ -29,6 +29,12 @@ JEDICTL_HOOK_BREAK_GUARD=periodic  store.periodic.claim_due ignores the due time
                                 catches two instances of one due time
 JEDICTL_HOOK_DIE_AT=periodic-before-commit  a periodic pass SIGKILLs itself when it has claimed a due time,
                                 submitted the instance and recorded the outcome, before it commits
+JEDICTL_HOOK_SLOW_REASSIGN=SECONDS  job reassignment waits SECONDS once it has decided its moves, before it
+                                writes them (a dispatch, or a second pass, in between); with
+                                JEDICTL_HOOK_DECIDED=PATH it creates that file when the wait begins
+JEDICTL_HOOK_BREAK_GUARD=reassign  a job's move ignores the status and site it was decided on (only its id
+                                counts), so a test can show that `check` catches a job moved twice or
+                                moved after its dispatch
 JEDICTL_HOOK_DIE_AT=generate-finish  the process SIGKILLs itself when the generator has committed a
                                 task's jobs and is about to make its final write (a kill between them)
 JEDICTL_HOOK_DIE_AT=listen-before-commit  `jedictl listen` SIGKILLs itself inside a message's action
@@ -53,7 +59,8 @@ def _install() -> None:
     slow_resubmission = float(os.environ.get("JEDICTL_HOOK_SLOW_RESUBMISSION", "0") or 0)
     die_at = os.environ.get("JEDICTL_HOOK_DIE_AT")
     slow_periodic = float(os.environ.get("JEDICTL_HOOK_SLOW_PERIODIC", "0") or 0)
-    if not (slow or slow_query or holding or broken or slow_chunk or slow_owner_check or slow_resubmission or die_at or slow_periodic):
+    slow_reassign = float(os.environ.get("JEDICTL_HOOK_SLOW_REASSIGN", "0") or 0)
+    if not (slow or slow_query or holding or broken or slow_chunk or slow_owner_check or slow_resubmission or die_at or slow_periodic or slow_reassign):
         return
     if slow_periodic:
         import time
@@ -81,6 +88,36 @@ def _install() -> None:
             return moved.rowcount == 1
 
         periodic.claim_due = unguarded_claim_due
+    if slow_reassign:
+        import time
+
+        from jedictl.engine.watch import reassignment
+
+        real_apply = reassignment.apply_moves
+
+        def slow_apply(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            decided = os.environ.get("JEDICTL_HOOK_DECIDED")
+            if decided:
+                open(decided, "w").close()
+            time.sleep(slow_reassign)
+            return real_apply(*args, **kwargs)
+
+        reassignment.apply_moves = slow_apply
+    if broken == "reassign":
+        from sqlalchemy import update
+
+        from jedictl.store import reassignments
+        from jedictl.store.schema import jobs
+
+        def unguarded_move_jobs(conn, moves, now):  # noqa: ANN001, ANN202
+            for move in moves:
+                conn.execute(update(jobs).where(jobs.c.id == move.job_id).values(site=move.to_site, cloud=move.cloud, status=move.to_status,
+                                                                                 state_changed_at=now, modified_at=now))
+            reassignments._after_move(conn, moves, now)
+            return len(moves)
+
+        reassignments.move_jobs = unguarded_move_jobs
+        reassignments.move_job = lambda conn, move, now: unguarded_move_jobs(conn, [move], now) == 1
     if slow_resubmission:
         import time
 

@@ -108,6 +108,7 @@ class TaskOptions:
     use_local_io: bool | None = _opt("placement", "useLocalIO", "always copy input to scratch", "LI", aliases=("forceStaged",))
     stay_output_on_site: bool | None = _opt("placement", "stayOutputOnSite", "outputs are written to and registered at the execution site's storage (its first write endpoint), not the dataset's destination", "SO")
     avoid_vp: bool | None = _opt("placement", "avoidVP", "ignore virtual-placement replicas", "AV")
+    disable_reassign: bool | None = _opt("placement", "disableReassign", "queued jobs are never moved to another site when their site's queue is long and does not move (docs/reassignment.md)", "DI")
     # --- merging (§6.12)
     merge_output: bool | None = _opt("merge", "mergeOutput", "jobs write unmerged outputs that merge jobs combine", "MO")
     n_files_per_merge_job: int | None = _opt("merge", "nFilesPerMergeJob", "files per merge job", "ZF", 1)

@@ -10,6 +10,7 @@ from jedictl.engine.input.fields import INT32_MAX, INT64_MAX
 from jedictl.errors import BadInput, NotFound
 from jedictl.model import USER_CAP, JobStatus
 from jedictl.store import jobs as job_store
+from jedictl.store import reassignments as reassignment_store
 
 _REFERENCE = re.compile(r"^(\d+)(?:\.(\d+))?$")
 
@@ -83,6 +84,8 @@ def job_details(conn: Any, reference: JobRef) -> dict[str, Any]:
         "ended_at", "heartbeat_at")}}
     details["throttled_because"] = throttled_because(row.status, row.sub_status)
     details["files"] = [job_file(f, row.id) for f in job_store.files_of_job(conn, row.id)]
+    # Why the job is where it is: every move to another site, with its reason (docs/reassignment.md).
+    details["moves"] = [dict(move._mapping) for move in reassignment_store.moves_of(conn, row.id)]
     return details
 
 

@@ -1,2 +1,2 @@
-"""The Watch Dog pass and its pure policy: leases, pending tasks, throttling, boosts, job timeouts.
+"""The Watch Dog pass and its pure policy: leases, pending tasks, throttling, boosts, job timeouts, job reassignment.
 """

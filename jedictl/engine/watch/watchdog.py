@@ -9,7 +9,8 @@ In order, each over at most `watchdog.limit` tasks:
 4. assigned jobs whose input has arrived at their site are activated (engine.watch.activation), then
    jobs past their timeouts are closed and their files placed again (engine.jobs.expiry);
 5. the per-user caps (engine.watch.user_caps): a user (or working group) at his running-jobs cap has
-   his activated analysis jobs throttled, and activated again below 90 % of it;
+   his activated analysis jobs throttled, and activated again below 90 % of it; then queued jobs of
+   sites whose queue is long and does not move go to sites with room (engine.watch.reassignment);
 6. tasks whose input keeps failing are throttled (120 min x n squared); tasks of a user whose input
    still to be staged from tape or transferred is over the limit are throttled until it falls;
    both are released again;
@@ -52,6 +53,7 @@ from jedictl.engine.watch.policy import (
 )
 from jedictl.engine.commando.commands import Request, run_command, settle_pass
 from jedictl.engine.watch.activation import activate_assigned
+from jedictl.engine.watch.reassignment import rebalance
 from jedictl.engine.watch.user_caps import apply_job_caps, transfer_throttles
 from jedictl.engine.jobs.builds import settle_builds
 from jedictl.engine.jobs.preprocess import settle_preprocessing
@@ -78,6 +80,7 @@ def watch_pass(store: Any, settings: Settings, owner: str, now: datetime, limit:
     """One pass of the watchdog; each action is one report item."""
     watchdog = Watchdog(store, settings, owner, now, limit or settings.watchdog.limit)
     for step in (watchdog.leases, watchdog.pending, watchdog.exhausted, watchdog.activate, watchdog.job_timeouts, watchdog.user_jobs,
+                 watchdog.reassign,
                  watchdog.throttle, watchdog.transfers, watchdog.release_throttled, watchdog.boost, watchdog.pause, watchdog.goals,
                  watchdog.settle):
         try:
@@ -143,6 +146,11 @@ class Watchdog:
         # After the timeouts (closed jobs no longer run) and the activation (jobs just activated count).
         for item in apply_job_caps(self.store, self.settings, self.now):
             self.report.add(item.pop("action"), **item)
+
+    def reassign(self) -> None:
+        # After the timeouts, the activation and the user caps: only jobs still queued are counted and moved.
+        for item in rebalance(self.store, self.settings, self.owner, self.now, catalog_factory=StoreDataCatalog):
+            self.report.add(item.pop("outcome"), **item)
 
     def transfers(self) -> None:
         for action in transfer_throttles(self.store, self.settings, self.now, StoreDataCatalog):
