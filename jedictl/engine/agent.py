@@ -64,9 +64,10 @@ PASS_COUNTS: dict[str, tuple[str, ...]] = {
     "kill": ("killed", "tobekilled", "refused"),
     "settle": ("applied", "waiting", "unchanged"),
     "listen": ("applied", "duplicate", "refused", "rejected", "error", "published"),
+    "events": ("applied", "duplicate", "refused"),
 }
 #: The outcomes that are failures (the command exits 1 when any is counted); "error" for the others.
-PASS_FAILURES: dict[str, tuple[str, ...]] = {"report": ("refused", "conflict"), "kill": ("refused",), "heartbeat": ()}
+PASS_FAILURES: dict[str, tuple[str, ...]] = {"report": ("refused", "conflict"), "kill": ("refused",), "heartbeat": (), "events": ("refused",)}
 
 
 @dataclass

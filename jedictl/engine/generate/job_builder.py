@@ -34,8 +34,10 @@ from jedictl.engine.jobs.resources import (
 from jedictl.engine.task.options import TaskOptions, options_from_dict
 from jedictl.engine.shares.resource_types import ResourceTypeDef, load_resource_types, match_resource_type
 from jedictl.engine.task.templates import InputStream, JobContext, OutputFile, render_job_parameters
-from jedictl.model import DatasetType, FileStatus, JobStatus, TaskStatus
+from jedictl.engine.jobs import event_ranges
+from jedictl.model import JOB_KIND_ES, DatasetType, EventStatus, FileStatus, JobStatus, TaskStatus
 from jedictl.store import datasets as dataset_store
+from jedictl.store import events as event_store
 from jedictl.store import jobs as job_store
 from jedictl.store import site_datasets as site_dataset_store
 from jedictl.store import tasks as task_store
@@ -46,6 +48,7 @@ RESOURCE_COLUMNS = ("core_count", "ram_count", "ram_unit", "base_ram_count", "wa
 INPUT_TYPES = (DatasetType.INPUT.value, DatasetType.PSEUDO_INPUT.value)
 # Positions in a claimed row (store.jobs.CLAIM_COLUMNS): index access keeps the per-file loop cheap.
 C_ID, C_LFN, C_SIZE, C_DATASET, C_ATTEMPT, C_JOB, C_RAM, C_GUID, C_SCOPE, C_CHECKSUM = 0, 1, 2, 9, 10, 11, 12, 13, 14, 15
+C_EVENTS, C_START, C_END = 3, 4, 5
 
 
 @dataclass(frozen=True)
@@ -137,7 +140,7 @@ class JobBuilder:
         # Output containers: the dataset of each site in them, found or made once per chunk, not per job.
         in_site_datasets = site_dataset_store.site_datasets(conn, ctx.site_containers, {site.name for site, _ in plan}, now) \
             if ctx.site_containers else None
-        shared = (task.id, "normal", task.nucleus, task.work_queue, task.gshare, task.prod_source_label, task.processing_type, task.vo,
+        shared = (task.id, JOB_KIND_ES if ctx.options.event_service else "normal", task.nucleus, task.work_queue, task.gshare, task.prod_source_label, task.processing_type, task.vo,
                   task.working_group, task.trans_path, task.architecture, task.trans_uses, task.trans_home, task.container_name, now, now, now)
         status, scout, source_url, template, unmerged = JobStatus.ACTIVATED.value, ctx.scout, task.source_url, ctx.job_template, ctx.merge
         running = FileStatus.RUNNING.value
@@ -224,7 +227,25 @@ class JobBuilder:
             job_store.count_new_seeds(conn, ctx.seed_dataset.id, len(seed_rows), now)
         job_store.add_used(conn, {dataset_id: len(ids) for dataset_id, ids in used.items()}, now)
         job_store.advance_serials(conn, names.next_serial_nr)
+        if ctx.options.event_service:
+            self._event_ranges(conn, [(job_id, claimed[sub.master[0].file_id]) for (_, sub), job_id in zip(plan, job_ids, strict=True)])
         return Written(dict(per_site), frozenset().union(*used.values()), dict(assigned))
+
+    def _event_ranges(self, conn: Any, holders: list[tuple[int, Any]]) -> None:
+        """Each event-service job's record gets its ranges (seed 000 "Event-level splitting" step 4): new
+        ranges for a record taken the first time, its ready ranges for a retried one (its done ranges wait
+        for the merge, its fatal ones stay)."""
+        options, task, now = self.ctx.options, self.ctx.task, self.now
+        size = options.n_events_per_range or event_ranges.DEFAULT_EVENTS_PER_RANGE
+        max_attempt = options.max_attempt_es or event_ranges.DEFAULT_MAX_ATTEMPT
+        retried = [row[C_ID] for _, row in holders if row[C_ATTEMPT]]
+        known = event_store.records_with_ranges(conn, retried) if retried else set()
+        ready = EventStatus.READY.value
+        new = [(task.id, row[C_DATASET], row[C_ID], job_id, start, end, ready, 0, max_attempt, False, now, now)
+               for job_id, row in holders if row[C_ID] not in known
+               for start, end in event_ranges.ranges_of(row[C_EVENTS], row[C_START], row[C_END], size)]
+        event_store.insert_ranges(conn, new)
+        event_store.reattach(conn, [(job_id, row[C_ID]) for job_id, row in holders if row[C_ID] in known], now)
 
     def refusal(self, site: Any, sub: Any, claimed: dict[int, Any]) -> str | None:
         """Why `site` refuses the job `sub` would become (None: it takes it): the same resources `write`
