@@ -113,3 +113,180 @@ def test_simulated_task_runs_to_the_end(cli, store, tmp_path):
             break
     assert status in ("done", "finished")
     assert {r["status"] for r in _events(store, task_id=task_id)} <= {"merged", "fatal"}
+
+
+def _first_job(cli, store):
+    payloads = _dispatch_all(cli, store)
+    return payloads[0], payloads
+
+
+def _merge_of(cli, store, site):
+    return next(m for m in cli.json("jobs", "dispatch", "--site", site, "--count", "100", db=store)["jobs"] if m["kind"] == "esmerge")
+
+
+def test_ranges_left_to_do_are_retried_by_the_next_job_and_merged_with_the_done_ones(cli, store, tmp_path):
+    _task(cli, store, tmp_path)
+    cli("generate", "--seed", "1", db=store)
+    job, _ = _first_job(cli, store)
+    lfn = job["inputs"][0]["lfn"]
+    ids = [r["event_id"] for r in job["event_ranges"]]
+    # Two ranges finished, one failed (an attempt left), one never reported: the job ends closed es_retry.
+    lines = _done(job, fail={ids[2]})[:3]
+    assert _events_report(cli, store, *lines)["counts"]["applied"] == 3
+    out = _report(cli, store, {"job_id": job["job_id"], "status": "finished", "attempt_nr": 1})
+    assert out["items"][0]["status"] == "closed"
+    assert _job(store, job["job_id"])["sub_status"] == "es_retry"
+    record = _record(store, lfn)
+    assert (record["status"], record["attempt_nr"], record["failed_attempt"]) == ("ready", 1, 0)
+    statuses = {r["id"]: (r["status"], r["attempt_nr"]) for r in _events(store, file_id=record["id"])}
+    assert statuses == {ids[0]: ("done", 0), ids[1]: ("done", 0), ids[2]: ("ready", 1), ids[3]: ("ready", 0)}
+    assert run_sql(store, check_all) == []
+    # The next job takes the record: only the two ranges left to do are handed out.
+    cli("generate", "--seed", "2", db=store)
+    again = next(p for p in _dispatch_all(cli, store) if p["inputs"][0]["lfn"] == lfn)
+    assert [r["event_id"] for r in again["event_ranges"]] == ids[2:]
+    _events_report(cli, store, *_done(again))
+    _report(cli, store, {"job_id": again["job_id"], "status": "finished", "attempt_nr": again["attempt_nr"]})
+    merge = _merge_of(cli, store, again["site"])
+    assert [r["event_id"] for r in merge["event_ranges"]] == ids  # every done range, from both jobs
+    _report(cli, store, _finished(merge))
+    assert _record(store, lfn)["status"] == "finished"
+    assert (_job(store, again["job_id"])["status"], _job(store, job["job_id"])["status"]) == ("finished", "closed")
+    assert run_sql(store, check_all) == []
+
+
+def test_a_range_out_of_attempts_is_fatal_and_its_record_ends_partial(cli, store, tmp_path):
+    _task(cli, store, tmp_path, maxAttemptES=1)
+    cli("generate", "--seed", "1", db=store)
+    job, _ = _first_job(cli, store)
+    ids = [r["event_id"] for r in job["event_ranges"]]
+    result = _events_report(cli, store, *_done(job, fail={ids[0]}))
+    assert result["items"][0]["status"] == "fatal" and "no attempt left" in result["items"][0]["reason"]
+    assert _report(cli, store, {"job_id": job["job_id"], "status": "finished", "attempt_nr": 1})["items"][0]["status"] == "merging"
+    merge = _merge_of(cli, store, job["site"])
+    assert [r["event_id"] for r in merge["event_ranges"]] == ids[1:]
+    _report(cli, store, _finished(merge))
+    record = _record(store, job["inputs"][0]["lfn"])
+    assert record["status"] == "partial"
+    counters = run_sql(store, lambda conn: conn.execute(select(datasets.c.n_files_finished, datasets.c.n_events_used)
+                                                        .where(datasets.c.id == record["dataset_id"])).one())
+    assert tuple(counters) == (1, 70)  # a partial record counts as processed, with the events of its merged ranges
+    assert run_sql(store, check_all) == []
+
+
+def test_every_range_failed_for_good_fails_the_job_and_its_record(cli, store, tmp_path):
+    _task(cli, store, tmp_path, maxAttemptES=1)
+    cli("generate", "--seed", "1", db=store)
+    job, _ = _first_job(cli, store)
+    _events_report(cli, store, *_done(job, fail={r["event_id"] for r in job["event_ranges"]}))
+    out = _report(cli, store, {"job_id": job["job_id"], "status": "finished", "attempt_nr": 1})
+    assert out["items"][0]["status"] == "failed"
+    assert _job(store, job["job_id"])["sub_status"] == "es_fatal"
+    record = _record(store, job["inputs"][0]["lfn"])
+    assert record["status"] == "failed"
+    assert {r["status"] for r in _events(store, file_id=record["id"])} == {"fatal"}
+    assert run_sql(store, check_all) == []
+
+
+def test_a_failed_merge_is_tried_again_then_fails_the_job_and_its_record(cli, store, tmp_path):
+    _task(cli, store, tmp_path)
+    cli("generate", "--seed", "1", db=store)
+    job, _ = _first_job(cli, store)
+    _events_report(cli, store, *_done(job))
+    _report(cli, store, {"job_id": job["job_id"], "status": "finished", "attempt_nr": 1})
+    for attempt in (1, 2, 3):
+        merge = _merge_of(cli, store, job["site"])
+        assert merge["attempt_nr"] == attempt
+        _report(cli, store, _failed(merge))
+        assert run_sql(store, check_all) == []
+    es_job = _job(store, job["job_id"])
+    assert (es_job["status"], es_job["sub_status"]) == ("failed", "es_merge_failed")
+    record = _record(store, job["inputs"][0]["lfn"])
+    assert record["status"] == "failed"
+    assert {r["status"] for r in _events(store, file_id=record["id"])} == {"discarded"}
+    assert run_sql(store, check_all) == []
+
+
+def test_killing_a_merging_job_discards_its_ranges_and_closes_its_merge_job(cli, store, tmp_path):
+    _task(cli, store, tmp_path)
+    cli("generate", "--seed", "1", db=store)
+    job, _ = _first_job(cli, store)
+    _events_report(cli, store, *_done(job))
+    _report(cli, store, {"job_id": job["job_id"], "status": "finished", "attempt_nr": 1})
+    merge_id = max(run_sql(store, lambda conn: conn.execute(select(jobs.c.id).where(jobs.c.kind == "esmerge")).scalars().all()))
+    killed = cli.json("jobs", "kill", str(job["job_id"]), db=store)
+    assert killed["items"][0]["outcome"] == "killed"
+    assert _job(store, merge_id)["status"] == "closed"
+    record = _record(store, job["inputs"][0]["lfn"])
+    assert record["status"] == "failed"
+    assert {r["status"] for r in _events(store, file_id=record["id"])} == {"discarded"}
+    assert run_sql(store, check_all) == []
+
+
+def test_range_reports_that_do_not_fit_are_refused_and_change_nothing(cli, store, tmp_path):
+    _task(cli, store, tmp_path)
+    cli("generate", "--seed", "1", db=store)
+    payloads = _dispatch_all(cli, store)
+    job, other = payloads[0], payloads[1]
+    mine = job["event_ranges"][0]["event_id"]
+    before = _events(store)
+    text = "\n".join([
+        json.dumps({"event_id": 999999, "job_id": job["job_id"], "status": "finished"}),
+        json.dumps({"event_id": mine, "job_id": other["job_id"], "status": "finished"}),
+        json.dumps({"event_id": mine, "job_id": job["job_id"], "status": "finished", "attempt_nr": 7}),
+        json.dumps({"event_id": mine, "job_id": job["job_id"], "status": "done"}),
+        "{not json",
+    ]) + "\n"
+    result = json.loads(cli("jobs", "events", "report", "-", "-o", "json", db=store, input=text, code=1).stdout)
+    reasons = [item["reason"] for item in result["items"]]
+    assert result["counts"] == {"applied": 0, "duplicate": 0, "refused": 5}
+    assert "unknown event range 999999" in reasons[0]
+    assert f"held by job {job['job_id']}" in reasons[1]
+    assert "attempt mismatch" in reasons[2]
+    assert "status must be one of" in reasons[3] and reasons[4].startswith("not JSON")
+    assert _events(store) == before
+    # A move backwards is refused too, and a report for a job that ended.
+    _events_report(cli, store, {"event_id": mine, "job_id": job["job_id"], "status": "finished"})
+    back = _events_report(cli, store, {"event_id": mine, "job_id": job["job_id"], "status": "failed"}, code=1)
+    assert "cannot become failed" in back["items"][0]["reason"]
+    _report(cli, store, {"job_id": job["job_id"], "status": "failed", "attempt_nr": 1, "error_source": "pilot", "error_code": 1099})
+    late = _events_report(cli, store, {"event_id": job["event_ranges"][1]["event_id"], "job_id": job["job_id"], "status": "finished"}, code=1)
+    assert "take no more reports" in late["items"][0]["reason"]
+    # An empty input is bad usage.
+    cli("jobs", "events", "report", "-", db=store, input="\n", code=2)
+    assert run_sql(store, check_all) == []
+
+
+def test_event_service_options_that_contradict_it_are_refused(cli, store, tmp_path):
+    _grid(cli, store, tmp_path)
+    for extra, field in (({"nEventsPerJob": 10}, "nEventsPerJob"), ({"nFilesPerJob": 2}, "nFilesPerJob"),
+                         ({"mergeOutput": True}, "mergeOutput"), ({"eventService": False}, "eventService")):
+        result = cli("submit", "-", db=store, input=json.dumps({**ES_TASK, **extra}), code=2)
+        assert field in result.stderr
+    result = cli("submit", "-", db=store, input=json.dumps({**WORKED_EXAMPLE, "maxAttemptES": 2}), code=2)
+    assert "maxAttemptES" in result.stderr and "eventService" in result.stderr
+    assert cli.json("task", "list", db=store) == []
+    # eventService alone makes an event-service task with the default ranges.
+    task_id = cli.json("submit", "-", db=store, input=json.dumps({**WORKED_EXAMPLE, "eventService": 1, "nFilesPerJob": 1}))["task_id"]
+    options = cli.json("task", "show", str(task_id), db=store)["options"]
+    assert options["event_service"] is True and options["n_files_per_job"] == 1
+
+
+def test_check_catches_ranges_that_escaped_their_jobs(cli, store, tmp_path):
+    _task(cli, store, tmp_path)
+    cli("generate", "--seed", "1", db=store)
+    job, _ = _first_job(cli, store)
+    # A guard broken by hand: the job ended but its ranges still say an executor holds them.
+    run_sql(store, lambda conn: conn.execute(update(jobs).where(jobs.c.id == job["job_id"]).values(status="finished")))
+    problems = run_sql(store, check_all)
+    assert any(f"event range {job['event_ranges'][0]['event_id']} is sent but its job {job['job_id']} is finished" in p for p in problems)
+    # And an event-service job merging with no merge job for its record.
+    run_sql(store, lambda conn: conn.execute(update(jobs).where(jobs.c.id == job["job_id"]).values(status="merging")))
+    assert any(f"job {job['job_id']} is merging but no ES merge job reads its record" in p for p in run_sql(store, check_all))
+    # A record finished while one of its ranges still waits.
+    record = _record(store, job["inputs"][0]["lfn"])
+    run_sql(store, lambda conn: conn.execute(update(files).where(files.c.id == record["id"]).values(status="finished")))
+    run_sql(store, lambda conn: conn.execute(update(events).where(events.c.file_id == record["id"]).values(status="ready")))
+    problems = run_sql(store, check_all)
+    assert any(f"record {record['id']} is finished but its event range" in p for p in problems)
+    assert any(f"record {record['id']} is finished but none of its event ranges was merged" in p for p in problems)

@@ -313,7 +313,8 @@ def _event_service_rules(options: TaskOptions, path_of: Mapping[str, str]) -> Ta
         raise BadInput(f"is false but {path_of.get(other, other)} asks for an event-service task", here)
     if not (options.event_service or options.n_events_per_range):
         if options.max_attempt_es:
-            raise BadInput(f"needs {here} (ranges exist only in event-service tasks)", path_of.get("max_attempt_es", "max_attempt_es"))
+            wanted = here if "event_service" in path_of else "event_service (eventService)"
+            raise BadInput(f"needs {wanted}: ranges exist only in event-service tasks", path_of.get("max_attempt_es", "max_attempt_es"))
         return options
     for name, reason in (("n_events_per_job", "an event-service job's events are its ranges (use n_events_per_range)"),
                          ("tgt_num_events_per_job", "an event-service job's events are its ranges (use n_events_per_range)"),
