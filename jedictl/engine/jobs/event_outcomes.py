@@ -43,6 +43,7 @@ from jedictl.engine.jobs.outcomes import Conflict
 EVENT_BATCH = 5000
 _INPUT_LIVE = (FileStatus.RUNNING.value, FileStatus.PICKED.value)
 _OUTPUT_LIVE = (FileStatus.DEFINED.value, FileStatus.RUNNING.value)
+_R_FINISHED = EventStatus.FINISHED.value
 
 
 class EventResult(tuple):
@@ -102,7 +103,7 @@ def _apply(conn: Any, batch: list[EventReport], now: datetime) -> list[EventResu
     rows = []
     for event_id, (state, report) in changed.items():
         job_id, status, attempt_nr, _ = read[event_id]
-        finished = state.status == EventStatus.FINISHED.value
+        finished = state.status == _R_FINISHED
         rows.append((state.status, state.attempt_nr, report.job_id if finished else None, report.output_lfn if finished else None,
                      report.output_size if finished else None, report.error_code, report.error_diag, now,
                      event_id, job_id, status, attempt_nr))

@@ -53,12 +53,15 @@ def ranges_of(n_events: int | None, start_event: int | None, end_event: int | No
     return split_span(*record_span(n_events, start_event, end_event), size)
 
 
+_FAILED, _FATAL = EventStatus.FAILED.value, EventStatus.FATAL.value  # plain strings: read for every report
+
+
 def after_report(reported: str, attempt_nr: int, max_attempt: int) -> tuple[str, int]:
     """A range's (status, attempt_nr) after its executor reports `reported` (running, finished, failed):
     a failure uses an attempt; with none left the range is fatal."""
-    if reported == EventStatus.FAILED.value:
+    if reported == _FAILED:
         attempt_nr += 1
-        return (EventStatus.FATAL.value if attempt_nr >= max_attempt else EventStatus.FAILED.value), attempt_nr
+        return (_FATAL if attempt_nr >= max_attempt else _FAILED), attempt_nr
     return reported, attempt_nr
 
 

@@ -42,16 +42,19 @@ class EventReport(NamedTuple):
 def parse_event_report(item: Any, line: int) -> EventReport:
     if not isinstance(item, dict):
         raise ValueError("must be a JSON object")
-    values = {_ALIASES.get(key, key): value for key, value in item.items()}
-    unknown = sorted(set(values) - KEYS)
-    if unknown:
-        raise ValueError(f"unknown key {unknown[0]!r}")
-    for key in ("event_id", "job_id", "status"):
-        if values.get(key) is None:
-            raise ValueError(f"{key} is required")
-    status = values["status"]
+    values = item if KEYS.issuperset(item) else {_ALIASES.get(key, key): value for key, value in item.items()}
+    if not KEYS.issuperset(values):
+        raise ValueError(f"unknown key {sorted(set(values) - KEYS)[0]!r}")
+    event_id, job_id, status = values.get("event_id"), values.get("job_id"), values.get("status")
+    if event_id is None or job_id is None or status is None:
+        raise ValueError(f"{'event_id' if event_id is None else 'job_id' if job_id is None else 'status'} is required")
     if status not in REPORTED:
         raise ValueError(f"status must be one of {', '.join(sorted(REPORTED))}, not {status!r}")
+    if type(event_id) is not int or type(job_id) is not int or event_id < 1 or job_id < 1:
+        _integer(event_id, "event_id", 1)
+        _integer(job_id, "job_id", 1)
+    if len(values) == 3:  # the common line: id, job, status
+        return EventReport(line, event_id, job_id, status)
     diag = values.get("error_diag")
     if diag is not None and not isinstance(diag, str):
         raise ValueError("error_diag must be a string")
@@ -59,16 +62,16 @@ def parse_event_report(item: Any, line: int) -> EventReport:
     if lfn is not None and (not isinstance(lfn, str) or not lfn or len(lfn) > 512):
         raise ValueError("output_lfn must be a file name of at most 512 characters")
     return EventReport(
-        line, _integer(values["event_id"], "event_id", 1), _integer(values["job_id"], "job_id", 1), status,
-        _integer(values.get("attempt_nr"), "attempt_nr", 0), _integer(values.get("error_code"), "error_code", -fields.INT32_MAX - 1,
-                                                                        fields.INT32_MAX),
-        fields.free_text(diag, "error_diag", MAX_DIAG, truncate=True) if diag is not None else None, lfn, _integer(values.get("output_size"), "output_size", 0))
+        line, event_id, job_id, status, _integer(values.get("attempt_nr"), "attempt_nr", 0),
+        _integer(values.get("error_code"), "error_code", -fields.INT32_MAX - 1, fields.INT32_MAX),
+        fields.free_text(diag, "error_diag", MAX_DIAG, truncate=True) if diag is not None else None, lfn,
+        _integer(values.get("output_size"), "output_size", 0))
 
 
 def _integer(value: Any, name: str, minimum: int, maximum: int = 2**63 - 1) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int):
+    if type(value) is not int:
         raise ValueError(f"{name} must be an integer")
     if not minimum <= value <= maximum:
         raise ValueError(f"{name} must be between {minimum} and {maximum}")
@@ -103,13 +106,14 @@ class Decision(NamedTuple):
     state: RangeState | None = None  # the range's new state when applied
 
 
-#: Moves a report may make, by the range's status now.
+#: Moves a report may make, by the range's status now (plain strings: read for every report).
 _ALLOWED = {
     EventStatus.SENT.value: REPORTED,
     EventStatus.RUNNING.value: REPORTED,
 }
 _SETTLED = {EventStatus.FINISHED.value: (EventStatus.FINISHED.value,),
             EventStatus.FAILED.value: (EventStatus.FAILED.value, EventStatus.FATAL.value)}
+_RUNNING = EventStatus.RUNNING.value
 
 
 def decide(report: EventReport, state: RangeState | None, job: tuple[str, str, int] | None) -> Decision:
@@ -125,7 +129,7 @@ def decide(report: EventReport, state: RangeState | None, job: tuple[str, str, i
         return Decision("refused", f"attempt mismatch: job {report.job_id} is at attempt {attempt}")
     if status not in REPORTING_JOBS:
         return Decision("refused", f"job {report.job_id} is {status}: its ranges take no more reports")
-    if state.status in _SETTLED.get(report.status, ()) or (state.status == report.status == EventStatus.RUNNING.value):
+    if state.status in _SETTLED.get(report.status, ()) or (state.status == report.status == _RUNNING):
         return Decision("duplicate", f"event range {report.event_id} is already {state.status}")
     if report.status not in _ALLOWED.get(state.status, ()):
         return Decision("refused", f"event range {report.event_id} is {state.status}: it cannot become {report.status}")
