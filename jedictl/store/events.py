@@ -18,7 +18,7 @@ from jedictl.model import EVENTS_HELD, EventStatus, FileStatus, JobStatus
 from jedictl.store.bulk import insert_tuples, slices
 from jedictl.store.jobs import reserve_ids
 from jedictl.store.set_based import ids_in, update_from_rows
-from jedictl.store.schema import events, files, job_files, jobs
+from jedictl.store.schema import events, files, job_files, jobs, sites, tasks
 
 NEW_RANGE_COLUMNS = ("task_id", "dataset_id", "file_id", "job_id", "start_event", "end_event", "status", "attempt_nr", "max_attempt",
                      "is_jumbo", "created_at", "modified_at")
@@ -187,3 +187,130 @@ def end_es_job(conn: Connection, job_id: int, status: str, sub_status: str | Non
     """An event-service job waiting for its merge ends with it: `merging -> status`, guarded."""
     return conn.execute(update(jobs).where(jobs.c.id == job_id, jobs.c.status == JobStatus.MERGING.value).values(
         status=status, sub_status=sub_status, modified_at=now, state_changed_at=now)).rowcount
+
+
+# ------------------------------------------------------------------------------ jumbo jobs
+
+#: sub_status of a co-jumbo job parked while a jumbo job processes some of its ranges (PanDA's waiting co-jumbo).
+WAITING_FOR_JUMBO = "jumbo"
+_HELD = ("sent", "running", "finished", "failed")
+
+
+def hand_to_jumbo(conn: Connection, jumbo_id: int, task_id: int, count: int, now: datetime) -> int:
+    """Up to `count` ready ranges of the task whose event-service (co-jumbo) job is still queued
+    (activated) go to the jumbo job, `sent`; those co-jumbo jobs wait (throttled, sub_status jumbo)
+    until the jumbo job gives the ranges back. Returns how many ranges it took."""
+    holder = jobs.alias("holder")
+    query = (select(events.c.id, events.c.job_id).join(holder, holder.c.id == events.c.job_id)
+             .where(events.c.task_id == task_id, events.c.status == EventStatus.READY.value, holder.c.status == JobStatus.ACTIVATED.value,
+                    holder.c.kind == "es")
+             .order_by(events.c.id).limit(count).with_for_update(skip_locked=True, of=events))
+    taken = conn.execute(query).all()
+    if not taken:
+        return 0
+    ids, holders = [row.id for row in taken], sorted({row.job_id for row in taken})
+    moved = 0
+    for part in slices(ids):
+        moved += conn.execute(update(events).where(events.c.id.in_(list(part)), events.c.status == EventStatus.READY.value).values(
+            job_id=jumbo_id, status=EventStatus.SENT.value, is_jumbo=True, modified_at=now)).rowcount
+    for part in slices(holders):
+        conn.execute(update(jobs).where(jobs.c.id.in_(list(part)), jobs.c.status == JobStatus.ACTIVATED.value).values(
+            status=JobStatus.THROTTLED.value, sub_status=WAITING_FOR_JUMBO, modified_at=now, state_changed_at=now))
+    return moved
+
+
+def return_from_jumbo(conn: Connection, jumbo_id: int, now: datetime) -> int:
+    """A jumbo job ended: its processed ranges are done, the rest ready again, each back with the job
+    holding its record (a record that ended meanwhile takes them as fatal); co-jumbo jobs no other jumbo
+    job holds ranges of are activated again. Returns how many ranges went back."""
+    record = files.alias("record")
+    holder_of = select(record.c.job_id).where(record.c.id == events.c.file_id).scalar_subquery()
+    record_live = select(record.c.status).where(record.c.id == events.c.file_id).scalar_subquery().in_(
+        (FileStatus.RUNNING.value, FileStatus.READY.value))
+    status = case((~record_live, EventStatus.FATAL.value), (events.c.status == EventStatus.FINISHED.value, EventStatus.DONE.value),
+                  else_=EventStatus.READY.value)
+    holders = sorted({row[0] for row in conn.execute(
+        select(func.distinct(holder_of)).where(events.c.job_id == jumbo_id, events.c.status.in_(_HELD)))} - {None})
+    moved = conn.execute(update(events).where(events.c.job_id == jumbo_id, events.c.status.in_(_HELD)).values(
+        status=status, job_id=holder_of, modified_at=now)).rowcount
+    if holders:
+        still = exists_held_by_other()
+        for part in slices(holders):
+            conn.execute(update(jobs).where(jobs.c.id.in_(list(part)), jobs.c.status == JobStatus.THROTTLED.value,
+                                            jobs.c.sub_status == WAITING_FOR_JUMBO, ~still)
+                         .values(status=JobStatus.ACTIVATED.value, sub_status=None, modified_at=now, state_changed_at=now))
+    return moved
+
+
+def exists_held_by_other() -> Any:
+    """SQL: a range of the record this `jobs` row holds is held by another job (a jumbo job)."""
+    other, record = events.alias("other"), files.alias("held_record")
+    return (select(other.c.id).join(record, record.c.id == other.c.file_id)
+            .where(record.c.job_id == jobs.c.id, other.c.status.in_(_HELD), other.c.job_id != jobs.c.id).exists())
+
+
+def remaining_events(conn: Connection) -> dict[int, int]:
+    """Per task, the events of its ranges still to do or in flight (ready, sent, running, failed)."""
+    return {task_id: int(n) for task_id, n in conn.execute(
+        select(events.c.task_id, func.sum(events.c.end_event - events.c.start_event + 1))
+        .where(events.c.status.in_(("ready", "sent", "running", "failed"))).group_by(events.c.task_id))}
+
+
+def live_jumbo_jobs(conn: Connection, task_ids: Sequence[int]) -> dict[int, dict[str, int]]:
+    found: dict[int, dict[str, int]] = defaultdict(dict)
+    for part in slices(sorted(task_ids)):
+        for task_id, site, n in conn.execute(select(jobs.c.task_id, jobs.c.site, func.count()).where(
+                jobs.c.task_id.in_(list(part)), jobs.c.kind == "jumbo",
+                jobs.c.status.notin_(("finished", "failed", "cancelled", "closed"))).group_by(jobs.c.task_id, jobs.c.site)):
+            found[task_id][site] = int(n)
+    return dict(found)
+
+
+def make_jumbo_job(conn: Connection, task_id: int, site: str, now: datetime) -> int | None:
+    """A jumbo job of the task at `site`, activated, reading no file (its ranges come at dispatch),
+    modelled on the task's newest event-service job; None when the task has none."""
+    source_id = conn.execute(select(func.max(jobs.c.id)).where(jobs.c.task_id == task_id, jobs.c.kind == "es")).scalar_one()
+    if source_id is None:
+        return None
+    source = conn.execute(select(*(jobs.c[name] for name in _COPIED)).where(jobs.c.id == source_id)).one()
+    job_id = reserve_ids(conn, "jobs", 1)[0]
+    index = conn.execute(select(func.coalesce(func.max(jobs.c.task_job_index), 0)).where(jobs.c.task_id == task_id)).scalar_one() + 1
+    values = dict(source._mapping)
+    values.update(id=job_id, task_job_index=index, status=JobStatus.ACTIVATED.value, kind="jumbo", attempt_nr=1, site=site,
+                  created_at=now, modified_at=now, state_changed_at=now, is_scout=False)
+    conn.execute(jobs.insert().values(**values))
+    return job_id
+
+
+def cojumbos_with_nothing_to_do(conn: Connection, task_ids: Sequence[int]) -> list[tuple[int, str]]:
+    """Queued event-service jobs (activated, or waiting for a jumbo job) of these tasks whose record has
+    no range left to do or in flight: (job id, status). The jumbo watchdog ends them (seed 000: "a cron
+    checks co-jumbo jobs ... and finishes them if all events ... are done")."""
+    pending = events.alias("pending")
+    left = (select(pending.c.id).where(pending.c.file_id == files.c.id, pending.c.status.in_(("ready", *_HELD))).exists())
+    found: list[tuple[int, str]] = []
+    for part in slices(sorted(task_ids)):
+        found += [(row.id, row.status) for row in conn.execute(
+            select(jobs.c.id, jobs.c.status).join(files, files.c.job_id == jobs.c.id)
+            .where(jobs.c.task_id.in_(list(part)), jobs.c.kind == "es", jobs.c.status.in_((JobStatus.ACTIVATED.value, JobStatus.THROTTLED.value)),
+                   files.c.status == FileStatus.RUNNING.value, ~left).order_by(jobs.c.id))]
+    return found
+
+
+def set_use_jumbo(conn: Connection, task_id: int, value: bool, now: datetime) -> int:
+    return conn.execute(update(tasks).where(tasks.c.id == task_id).values(use_jumbo=value, modified_at=now)).rowcount
+
+
+def jumbo_tasks(conn: Connection, task_ids: Sequence[int]) -> list[Any]:
+    """The tasks the jumbo watchdog weighs: id, status, current priority, site, options, use_jumbo."""
+    found = []
+    for part in slices(sorted(task_ids)):
+        found += list(conn.execute(select(tasks.c.id, tasks.c.status, tasks.c.current_priority, tasks.c.site, tasks.c.options,
+                                          tasks.c.use_jumbo).where(tasks.c.id.in_(list(part)))))
+    return found
+
+
+def jumbo_sites(conn: Connection) -> list[str]:
+    """Online sites that take jumbo jobs (`attributes: {use_jumbo: true}`, PanDA's catchall useJumbo)."""
+    return sorted(row.name for row in conn.execute(select(sites.c.name, sites.c.status, sites.c.attributes))
+                  if row.status == "online" and (row.attributes or {}).get("use_jumbo") is True)

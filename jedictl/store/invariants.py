@@ -356,9 +356,18 @@ def throttled_jobs_are_released(conn: Connection) -> list[str]:
     rows = conn.execute(
         select(jobs.c.id, jobs.c.task_id, tasks.c.status, jobs.c.sub_status).join(tasks, tasks.c.id == jobs.c.task_id)
         .where(jobs.c.status == JobStatus.THROTTLED.value, tasks.c.status != TaskStatus.PAUSED.value,
-               func.coalesce(jobs.c.sub_status, "") != USER_CAP).order_by(jobs.c.id))
+               func.coalesce(jobs.c.sub_status, "") != USER_CAP,
+               # a co-jumbo job waits while a jumbo job holds ranges of its record (docs/event-service.md)
+               ~((jobs.c.sub_status == "jumbo") & _held_by_a_jumbo())).order_by(jobs.c.id))
     return [f"task {r.task_id} job {r.id} is throttled but nothing releases it (the task is {r.status}, not paused, and no user cap holds "
             f"the job)" for r in rows]
+
+
+def _held_by_a_jumbo() -> Any:
+    other, record = events.alias("jumbo_range"), files.alias("jumbo_record")
+    return (select(other.c.id).join(record, record.c.id == other.c.file_id)
+            .where(record.c.job_id == jobs.c.id, other.c.status.in_(("sent", "running", "finished", "failed")), other.c.job_id != jobs.c.id)
+            .exists())
 
 
 def many_time_not_consumed(conn: Connection) -> list[str]:

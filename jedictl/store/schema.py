@@ -148,6 +148,7 @@ tasks = Table(
     Index("ix_tasks_ended_at", "ended_at"),
     Index("ix_tasks_user_name", "user_name"),
     Index("ix_tasks_parent_id", "parent_id"),
+    Column("use_jumbo", Boolean),  # jumbo jobs enabled by the jumbo watchdog (JEDI useJumbo; migration 0014); NULL: never decided
 )
 
 task_params = Table(

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import json
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 
 from jedictl.store.invariants import check_all
-from jedictl.store.schema import datasets, events, files, jobs
+from jedictl.store.schema import datasets, events, files, jobs, sites
 from tests.cli.test_generate import WORKED_EXAMPLE, _grid
 from tests.cli.test_jobs_report import _dispatch_all, _failed, _finished, _report
 from tests.helpers import run_sql
@@ -290,3 +290,73 @@ def test_check_catches_ranges_that_escaped_their_jobs(cli, store, tmp_path):
     problems = run_sql(store, check_all)
     assert any(f"record {record['id']} is finished but its event range" in p for p in problems)
     assert any(f"record {record['id']} is finished but none of its event ranges was merged" in p for p in problems)
+
+
+# ------------------------------------------------------------------------------------- jumbo jobs
+
+JUMBO_ENV = {"JEDICTL_JUMBO__MIN_EVENTS_ENABLE": "1000", "JEDICTL_JUMBO__MIN_EVENTS_DISABLE": "150",
+             "JEDICTL_JUMBO__MAX_EVENTS": "100000", "JEDICTL_JUMBO__RANGES_PER_DISPATCH": "10"}
+
+
+def _jumbo_grid(cli, store, tmp_path, **params) -> int:
+    task_id = _task(cli, store, tmp_path, nJumboJobs=1, **params)
+    # One site takes jumbo jobs (PanDA's catchall useJumbo: the site's attributes in the catalog, docs/sites.md).
+    run_sql(store, lambda conn: conn.execute(update(sites).where(sites.c.name == "MWT2").values(attributes={"use_jumbo": True})))
+    return task_id
+
+
+def _watch(cli, store):
+    return json.loads(cli("watch", "-o", "json", db=store, env=JUMBO_ENV).stdout)
+
+
+def test_the_jumbo_watchdog_enables_jumbo_jobs_that_take_ranges_of_queued_jobs(cli, store, tmp_path):
+    task_id = _jumbo_grid(cli, store, tmp_path)
+    cli("generate", "--seed", "1", db=store)
+    # 25 files x 100 events = 2500 events left >= 1000: switched on, one jumbo job made at the jumbo site.
+    report = _watch(cli, store)
+    assert report["counts"]["jumbo_on"] == 1 and report["counts"]["jumbo_job"] == 1
+    jumbo = run_sql(store, lambda conn: dict(conn.execute(select(jobs).where(jobs.c.kind == "jumbo")).one()._mapping))
+    assert (jumbo["site"], jumbo["status"], jumbo["task_id"]) == ("MWT2", "activated", task_id)
+    assert _watch(cli, store)["counts"]["jumbo_job"] == 0  # one per task (nJumboJobs 1), one per site
+    # Dispatched, it takes 10 ready ranges of queued co-jumbo jobs, which wait for it meanwhile.
+    payload = cli.json("jobs", "dispatch", "--site", "MWT2", "--task", str(task_id), "--count", "100", db=store, env=JUMBO_ENV)["jobs"]
+    taken = next(p for p in payload if p["kind"] == "jumbo")
+    assert len(taken["event_ranges"]) == 10 and taken["event_service"]
+    waiting = run_sql(store, lambda conn: conn.execute(select(jobs.c.id).where(jobs.c.sub_status == "jumbo", jobs.c.status == "throttled"))
+                      .scalars().all())
+    assert len(waiting) == 3  # 4 ranges per file: 10 ranges are the ranges of 3 files
+    assert run_sql(store, check_all) == []
+    # It processes them; when it ends, its ranges are done and go back to their co-jumbo jobs, which wake.
+    _events_report(cli, store, *_done(taken))
+    out = _report(cli, store, {"job_id": taken["job_id"], "status": "finished", "attempt_nr": 1})
+    assert out["items"][0]["status"] == "finished"
+    back = _events(store, is_jumbo=True)
+    assert {r["status"] for r in back} == {"done"} and {r["processed_by"] for r in back} == {taken["job_id"]}
+    assert {r["job_id"] for r in back} == set(waiting)
+    assert run_sql(store, lambda conn: conn.execute(select(func.count()).where(jobs.c.sub_status == "jumbo")).scalar_one()) == 0
+    assert run_sql(store, check_all) == []
+    # The co-jumbo job whose whole file the jumbo job did is ended by the watchdog: merging, with its ES merge job.
+    report = _watch(cli, store)
+    assert report["counts"]["cojumbo_end"] == 2  # files 1 and 2 (ranges 1-8); file 3 still has ranges to do
+    merging = run_sql(store, lambda conn: conn.execute(select(jobs.c.id).where(jobs.c.status == "merging")).scalars().all())
+    assert len(merging) == 2
+    assert run_sql(store, check_all) == []
+
+
+def test_jumbo_jobs_are_switched_off_near_the_end_and_never_without_nJumboJobs(cli, store, tmp_path):
+    task_id = _jumbo_grid(cli, store, tmp_path)
+    cli("generate", "--seed", "1", db=store)
+    assert _watch(cli, store)["counts"]["jumbo_on"] == 1
+    # Most ranges processed: fewer than jumbo.min_events_disable (150) events left -> off, no new jumbo job.
+    run_sql(store, lambda conn: conn.execute(update(events).where(events.c.id > 4).values(status="merged")))
+    report = _watch(cli, store)
+    assert report["counts"]["jumbo_off"] == 1
+    assert run_sql(store, lambda conn: conn.execute(select(func.count()).where(jobs.c.kind == "jumbo")).scalar_one()) == 1
+
+
+def test_a_task_without_nJumboJobs_gets_no_jumbo_jobs(cli, store, tmp_path):
+    task_id = _task(cli, store, tmp_path)
+    run_sql(store, lambda conn: conn.execute(update(sites).where(sites.c.name == "MWT2").values(attributes={"use_jumbo": True})))
+    cli("generate", "--seed", "1", db=store)
+    report = _watch(cli, store)
+    assert report["counts"]["jumbo_on"] == 0 and report["counts"]["jumbo_job"] == 0

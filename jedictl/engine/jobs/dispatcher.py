@@ -150,14 +150,18 @@ def dispatch_jobs(store: Any, settings: Settings, request: DispatchRequest, now:
         wanted = wanted_replicas(files.values())
         replicas = dispatch_store.input_replicas(conn, wanted)
         cvmfs = dispatch_store.input_cvmfs(conn, wanted)
-        ranges = event_ranges_of(conn, rows, now)
+        ranges = event_ranges_of(conn, rows, now, settings.jumbo.ranges_per_dispatch)
     rows.sort(key=lambda job: order_key(job, ranks))
     return [job_payload(job, files.get(job.id, []), replicas, cvmfs, ranges.get(job.id)) for job in rows]
 
 
-def event_ranges_of(conn: Any, rows: Sequence[Any], now: datetime) -> dict[int, list[tuple]]:
+def event_ranges_of(conn: Any, rows: Sequence[Any], now: datetime, per_jumbo: int = 100) -> dict[int, list[tuple]]:
     """The event ranges handed out with the dispatched jobs (docs/event-service.md): an event-service
-    job's ready ranges, now `sent`; an ES merge job's done ranges, with the pre-merged files to merge."""
+    job's ready ranges, now `sent`; a jumbo job's: up to `per_jumbo` ready ranges of its task's queued
+    co-jumbo jobs (which wait meanwhile); an ES merge job's done ranges, with the pre-merged files to merge."""
+    for job in rows:
+        if job.kind == JOB_KIND_JUMBO:
+            event_store.hand_to_jumbo(conn, job.id, job.task_id, per_jumbo, now)
     es = [job.id for job in rows if job.kind in (JOB_KIND_ES, JOB_KIND_JUMBO)]
     merges = [job.id for job in rows if job.kind == JOB_KIND_ES_MERGE]
     found = event_store.hand_out(conn, es, now) if es else {}

@@ -224,6 +224,23 @@ def end_merge(conn: Any, ending: Any, job: Any, listed: list[Any], records: dict
     return "applied", status, "" if status == JobStatus.FINISHED.value else propagation.reason
 
 
+def end_jumbo(conn: Any, ending: Any, job: Any, batch: Any, now: datetime, error: Any, job_row: Any) -> tuple[str, str | None, str]:
+    """The end of a jumbo job: its processed ranges are done and its others ready again, each back with the
+    (co-jumbo) job holding its record, which is activated again; the jumbo job holds no file."""
+    status = _ending_status(ending, job)
+    if status is None:
+        return "refused", None, f"job {job.id} is {job.status}: {ending.status} is not how it ends"
+    if job.status in JOB_FINAL:
+        if status == job.status:
+            return "duplicate", job.status, f"duplicate report: job {job.id} is already {job.status}"
+        return "conflict", job.status, f"conflict: job {job.id} is already {job.status}; this report says {status}"
+    if ending.attempt_nr is not None and ending.attempt_nr != job.attempt_nr:
+        return "refused", None, f"attempt mismatch: the report is for attempt {ending.attempt_nr}, job {job.id} is at attempt {job.attempt_nr}"
+    returned = event_store.return_from_jumbo(conn, job.id, now)
+    batch.job_rows.append(job_row(job, Propagation(True, job_status=status), ending, error, now))
+    return "applied", status, f"{returned} event ranges back to their jobs"
+
+
 class _Job(tuple):
     """The few job fields `outcomes._job_row` reads, for a job the batch did not lock itself."""
 

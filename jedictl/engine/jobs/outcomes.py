@@ -279,6 +279,8 @@ def _decide_event_service(conn: Any, ending: Ending, job: Any, listed: list[Any]
                                                            _collect_files, taken, settings.report.merge_input_extra_attempts)
         if outcome == "applied" and status == _FINISHED and produced:
             batch.registered.update(produced)
+    elif job.kind == JOB_KIND_JUMBO:
+        outcome, status, reason = event_outcomes.end_jumbo(conn, ending, job, batch, now, error, _job_row)
     else:
         outcome, status, reason = event_outcomes.end_es(conn, ending, job, listed, records, task, batch, now, error, _job_row,
                                                         _collect_files)

@@ -89,6 +89,10 @@ def _run(ctx: PilotContext, payload: Mapping[str, Any], control: JobControl) -> 
             job_log("read %d input(s) in place from cvmfs (no stage-in)", on_cvmfs)
         argv = _argv(ctx, payload, workdir, roots)
         kind = payload.get("kind")
+        if kind == "jumbo":
+            # A jumbo job's ranges span the task's files, which the pilot would stage in range by range:
+            # not done; the job fails at once and its ranges go back to their co-jumbo jobs.
+            raise PilotError(GENERAL_ERROR, "jedictl pilot does not run jumbo jobs (docs/event-service.md)")
         merge_env = es_pilot.stage_in_premerged(ctx, payload, workdir) if kind == "esmerge" else None
         if not control.stopped:
             _beat_running(ctx, control)

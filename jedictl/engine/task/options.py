@@ -139,6 +139,8 @@ class TaskOptions:
     event_service: bool | None = _opt("events", "eventService", "an event-service task: each job takes one input file whose events are handed to its executor as ranges, reported one by one (jobs events report), and merged by an ES merge job")
     n_events_per_range: int | None = _opt("events", "nEventsPerWorker", "events per event range (default 100); sets event_service", "ES", 1)
     max_attempt_es: int | None = _opt("events", "maxAttemptES", "attempts per event range (default 3)", "XA", 1, 100)
+    n_jumbo_jobs: int | None = _opt("events", "nJumboJobs", "jumbo jobs the task may have once the jumbo watchdog enables them (0: none; default jumbo.per_task)", "NJ", 0, 1000)
+    max_jumbo_per_site: int | None = _opt("events", "maxJumboPerSite", "jumbo jobs of the task per jumbo site (default jumbo.per_site)", "MJ", 1, 1000)
 
     def as_dict(self) -> dict[str, Any]:
         """Only the options that are set, for storage and display."""
@@ -312,9 +314,10 @@ def _event_service_rules(options: TaskOptions, path_of: Mapping[str, str]) -> Ta
         other = "n_events_per_range" if options.n_events_per_range else "max_attempt_es"
         raise BadInput(f"is false but {path_of.get(other, other)} asks for an event-service task", here)
     if not (options.event_service or options.n_events_per_range):
-        if options.max_attempt_es:
-            wanted = here if "event_service" in path_of else "event_service (eventService)"
-            raise BadInput(f"needs {wanted}: ranges exist only in event-service tasks", path_of.get("max_attempt_es", "max_attempt_es"))
+        for name in ("max_attempt_es", "n_jumbo_jobs", "max_jumbo_per_site"):
+            if getattr(options, name) is not None:
+                wanted = here if "event_service" in path_of else "event_service (eventService)"
+                raise BadInput(f"needs {wanted}: ranges exist only in event-service tasks", path_of.get(name, name))
         return options
     for name, reason in (("n_events_per_job", "an event-service job's events are its ranges (use n_events_per_range)"),
                          ("tgt_num_events_per_job", "an event-service job's events are its ranges (use n_events_per_range)"),

@@ -1,7 +1,7 @@
 """Event service (issue 20, item 1): the `events` table -- event ranges of event-service tasks, one row
 per (input record, range), with their own statuses (seed 000 "The JEDI_Events table"). One new table;
 event-service jobs are `jobs` rows of kind `es`/`esmerge`/`jumbo` (a plain string column already), so a
-store without event-service tasks has an empty table.
+store without event-service tasks has an empty table; `tasks.use_jumbo` is the jumbo watchdog's switch.
 
 Revision ID: 0014
 Revises: 0013
@@ -44,9 +44,13 @@ def upgrade() -> None:
     op.create_index("ix_events_job_status", "events", ["job_id", "status"])
     op.create_index("ix_events_file", "events", ["file_id"])
     op.create_index("ix_events_task_status", "events", ["task_id", "status"])
+    # The jumbo watchdog's switch (JEDI's useJumbo): a plain column, no constraint (SQLite adds none without a rebuild).
+    op.add_column("tasks", sa.Column("use_jumbo", sa.Boolean()))
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("tasks") as batch:
+        batch.drop_column("use_jumbo")
     op.drop_index("ix_events_task_status", table_name="events")
     op.drop_index("ix_events_file", table_name="events")
     op.drop_index("ix_events_job_status", table_name="events")
