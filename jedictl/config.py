@@ -365,7 +365,7 @@ class JumboSettings:
                          "JUMBO_MAX_EVENTS", low=0)
     per_task: int = _s(1, "jumbo jobs per task (when the task's nJumboJobs says nothing)", "JUMBO_PER_TASK", low=0)
     per_site: int = _s(1, "jumbo jobs per site for each task (when its maxJumboPerSite says nothing)", "JUMBO_PER_SITE", low=1)
-    max_curr_prio: int = _s(500, "tasks at this current priority or above get no jumbo jobs", "JUMBO_MAX_CURR_PRIO")
+    max_curr_prio: int = _s(500, "tasks at this current priority or above get no jumbo jobs", "JUMBO_MAX_CURR_PRIO", **_PRIORITY)
     ranges_per_dispatch: int = _s(100, "event ranges a jumbo job takes when it is dispatched", "", low=1)
 
 
