@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from operator import itemgetter
 from typing import Annotated
@@ -40,10 +41,12 @@ def report(
     refused: list[Refused] = []
     started = time.monotonic()
     with read_lines(source) as (lines, name):
-        reports = list(stream_event_reports(lines, refused))
-        if not reports and not refused:
+        # Read, parsed and applied a batch at a time: the input is never held whole.
+        reports = stream_event_reports(lines, refused)
+        first = next(reports, None)
+        if first is None and not refused:
             raise BadInput("holds no event range reports", name)
-        results = ingest_event_reports(app_ctx.store(), reports, app_ctx.clock.now()) if reports else []
+        results = ingest_event_reports(app_ctx.store(), itertools.chain([first], reports), app_ctx.clock.now()) if first is not None else []
     summary = PassReport("events")
     items = [result.as_item() for result in results]
     items += [{"outcome": "refused", "line": r.line, "event_id": None, "job_id": r.job_id, "status": None, "reason": r.reason} for r in refused]
