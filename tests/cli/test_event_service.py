@@ -360,3 +360,25 @@ def test_a_task_without_nJumboJobs_gets_no_jumbo_jobs(cli, store, tmp_path):
     cli("generate", "--seed", "1", db=store)
     report = _watch(cli, store)
     assert report["counts"]["jumbo_on"] == 0 and report["counts"]["jumbo_job"] == 0
+
+
+def test_killing_an_event_service_task_ends_its_jobs_and_merge_jobs(cli, store, tmp_path):
+    task_id = _task(cli, store, tmp_path)
+    cli("generate", "--seed", "1", db=store)
+    job, payloads = _first_job(cli, store)
+    _events_report(cli, store, *_done(job))
+    _report(cli, store, {"job_id": job["job_id"], "status": "finished", "attempt_nr": 1})
+    _events_report(cli, store, *_done(payloads[1])[:2])  # another job half done, still running
+    cli("task", "kill", str(task_id), db=store)
+    for _ in range(3):
+        cli("finalize", db=store)
+        # The running job's executor is told to stop; it reports failed, which the kill makes cancelled.
+        for payload in payloads:
+            _report(cli, store, {"job_id": payload["job_id"], "status": "failed", "attempt_nr": 1, "error_source": "pilot",
+                                 "error_code": 1201}, code=None)
+    cli("finalize", db=store)
+    assert cli.json("task", "show", str(task_id), db=store)["status"] == "aborted"
+    live = run_sql(store, lambda conn: conn.execute(select(func.count()).where(
+        jobs.c.status.notin_(("finished", "failed", "cancelled", "closed")))).scalar_one())
+    assert live == 0
+    assert run_sql(store, check_all) == []

@@ -139,6 +139,8 @@ def end_es(conn: Any, ending: Any, job: Any, listed: list[Any], records: dict[in
     if merging:
         # Killed while waiting for its merge: what it processed is discarded, its merge job closed.
         for merge_id, merge_status, merge_attempt in event_store.live_merge_jobs(conn, record.id):
+            if merge_id in batch.ending_ids:
+                continue  # ended by its own ending in this batch (a task killed whole)
             batch.job_rows.append(job_row(_Job(merge_id, merge_status, merge_attempt, job.started_at), Propagation(True, job_status=JobStatus.CLOSED.value),
                                           ending._replace(sub_status="es_aborted", report=None), error, now))
         event_store.move(conn, record.id, EventStatus.DONE.value, EventStatus.DISCARDED.value, now)
@@ -164,6 +166,7 @@ def end_es(conn: Any, ending: Any, job: Any, listed: list[Any], records: dict[in
                                    record={"id": record.id, "dataset_id": record.dataset_id, "lfn": inputs[0].lfn,
                                            "attempt_nr": record.attempt_nr})
     propagation = Propagation(True, job_status=decision.job_status, file_updates=tuple(updates))
+    batch.es_ended.add(job.id)
     batch.job_rows.append(job_row(job, propagation, ending._replace(sub_status=decision.sub_status), error, now))
     collect_files(propagation, job, listed, batch)
     return "applied", decision.job_status, decision.sub_status
@@ -192,8 +195,8 @@ def end_merge(conn: Any, ending: Any, job: Any, listed: list[Any], records: dict
     if not propagation.accepted:
         return "refused", None, propagation.reason
     status = propagation.job_status  # a finished report missing an output counts as failed (the adder)
-    if (es_job is None or es_job[1] != JobStatus.MERGING.value or task is None or task.status in _TASK_FINAL
-            or record.attempt_nr != inputs[0].attempt_nr):
+    if (es_job is None or es_job[1] != JobStatus.MERGING.value or es_job[0] in batch.es_ended or task is None
+            or task.status in _TASK_FINAL or record.attempt_nr != inputs[0].attempt_nr):
         batch.job_rows.append(job_row(job, Propagation(True, job_status=status), ending, error, now))
         return "applied", status, "its event-service job is no longer merging: nothing else changes"
     counts = event_store.counts_of_record(conn, record.id)

@@ -103,6 +103,8 @@ class _Batch:
     registered: set[tuple[str, str]] = field(default_factory=set)
     produced: dict[int, list[tuple[str, str]]] = field(default_factory=dict)  # job id -> (dataset name, lfn) its report registers
     targets: dict[int, tuple[str, str | None]] = field(default_factory=dict)  # dataset id -> (name, destination), read once
+    ending_ids: set[int] = field(default_factory=set)  # the jobs this batch ends (event service: a kill of several at once)
+    es_ended: set[int] = field(default_factory=set)  # event-service jobs this batch ended (their merge jobs must not end them again)
 
     def read_targets(self, conn: Any, dataset_ids: set[int]) -> dict[int, tuple[str, str | None]]:
         """The (name, destination) of these datasets, each read once per batch."""
@@ -161,6 +163,7 @@ def end_jobs(conn: Any, endings: Sequence[Ending], settings: Settings, now: date
     records = job_store.lock_files(conn, [jf.file_id for listed in job_files.values() for jf in listed if jf.file_id is not None])
     task_rows = job_store.task_states(conn, [job.task_id for job in jobs.values()])
     batch, results = _Batch(), []
+    batch.ending_ids = {e.job_id for e in endings}
     _known_outputs(conn, endings, job_files, batch)
     # A report for a job already final is compared with what ended it: the same again, or a conflict.
     ended = job_store.recorded_ends(conn, [e.job_id for e in endings if e.report is not None and e.job_id in jobs
