@@ -24,7 +24,10 @@ def check(
     finished by two jobs (nothing done twice), that no task that ended (or was never generated) has a
     live job, that no output name was registered by two jobs and none is missing from the data
     catalog, that every input of a done or finished task was processed or failed for good (unless
-    the task was forced to finish), and that no many-time input was consumed by a job. With `--dead-owner` or `--no-live-passes`, also that no
+    the task was forced to finish), that no many-time input was consumed by a job, and that event
+    ranges follow their jobs (none held by a job that ended, none left to do or unmerged for a file
+    that ended, no file finished without merged ranges, no event-service job merging without its ES
+    merge job). With `--dead-owner` or `--no-live-passes`, also that no
     task is leased by a process that is gone (a pass releases its leases when it ends, also on SIGINT
     or SIGTERM; only a SIGKILL leaves them). Exit 0 when the store is consistent, 1 when a violation
     was found (each is printed).
