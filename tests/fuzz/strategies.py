@@ -205,7 +205,7 @@ def panda_params(draw: st.DrawFn) -> dict[str, Any]:
                                            st.integers(1, 1000), max_size=3)).items():
         document[key] = bool(value % 2) if key == "skipScout" else value
     if draw(st.booleans()):
-        document[draw(st.sampled_from(["cliParams", "someFutureKey", "nJumboJobs"]))] = draw(storable_values)
+        document[draw(st.sampled_from(["cliParams", "someFutureKey", "usePrefetcher"]))] = draw(storable_values)
     return document
 
 

@@ -143,6 +143,7 @@ class JobBuilder:
         shared = (task.id, JOB_KIND_ES if ctx.options.event_service else "normal", task.nucleus, task.work_queue, task.gshare, task.prod_source_label, task.processing_type, task.vo,
                   task.working_group, task.trans_path, task.architecture, task.trans_uses, task.trans_home, task.container_name, now, now, now)
         status, scout, source_url, template, unmerged = JobStatus.ACTIVATED.value, ctx.scout, task.source_url, ctx.job_template, ctx.merge
+        event_service = bool(ctx.options.event_service)  # <PANDA_ES_ONLY> parts of the parameters are kept
         running = FileStatus.RUNNING.value
         job_rows, file_rows, output_rows, seed_rows, retries, reused_seeds, started = [], [], [], [], [], [], []
         per_site: dict[str, int] = defaultdict(int)
@@ -173,7 +174,7 @@ class JobBuilder:
             params = render_job_parameters(template, JobContext(
                 task_id=task.id, inputs=tuple(inputs), outputs=tuple(OutputFile(o.stream, o.lfn, unmerged=unmerged) for o in outputs),
                 serial_nr=job_serial_nr(outputs), attempt_nr=resources.attempt_nr, random_seed=seed.rndmseed if seed else None,
-                source_url=source_url, panda_id=job_id)).text
+                source_url=source_url, panda_id=job_id, event_service=event_service)).text
             job_rows.append((
                 job_id, first_index + index, job_status, scout, resources.attempt_nr, resources.max_attempt, resources.assigned_priority,
                 resources.current_priority, site.name, site.cloud, self._resource_type(resources.core_count, resources.min_ram_count),
