@@ -43,7 +43,7 @@ _LEASED = ("skipped", "error")
 _HARVEST = ("submitted", "lost", "failed", "cancelled", "pilots_off", "pilots_on")
 _WATCH = ("release_lease", "rescue_picked", "reactivate", "pending_timeout", "kick_exhausted", "activate", "job_timeout", "throttle_jobs",
           "release_jobs", "throttle", "throttle_transfers", "release_transfers", "release_throttled", "boost", "pause", "goal_reached",
-          "settle", "jumbo_on", "jumbo_off", "jumbo_job", "cojumbo_end")
+          "settle", "jumbo_on", "jumbo_off", "jumbo_job", "jumbo_closed", "cojumbo_end")
 
 #: What each pass counts -- the outcomes of its items, then the totals some passes add (generate's jobs
 #: made, simulate's and pilot's jobs run) -- every key present in its report, 0 when nothing happened,

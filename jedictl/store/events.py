@@ -314,3 +314,16 @@ def jumbo_sites(conn: Connection) -> list[str]:
     """Online sites that take jumbo jobs (`attributes: {use_jumbo: true}`, PanDA's catchall useJumbo)."""
     return sorted(row.name for row in conn.execute(select(sites.c.name, sites.c.status, sites.c.attributes))
                   if row.status == "online" and (row.attributes or {}).get("use_jumbo") is True)
+
+
+def idle_jumbo_jobs(conn: Connection) -> list[tuple[int, int]]:
+    """Queued (activated) jumbo jobs with nothing to take: their task has jumbo jobs off, or no ready
+    range of a queued co-jumbo job left. (job id, task id)."""
+    holder = jobs.alias("queued_holder")
+    takeable = (select(events.c.id).join(holder, holder.c.id == events.c.job_id)
+                .where(events.c.task_id == jobs.c.task_id, events.c.status == EventStatus.READY.value,
+                       holder.c.status == JobStatus.ACTIVATED.value, holder.c.kind == "es").exists())
+    return [(row.id, row.task_id) for row in conn.execute(
+        select(jobs.c.id, jobs.c.task_id).join(tasks, tasks.c.id == jobs.c.task_id)
+        .where(jobs.c.kind == "jumbo", jobs.c.status == JobStatus.ACTIVATED.value,
+               (func.coalesce(tasks.c.use_jumbo, False).is_(False)) | ~takeable).order_by(jobs.c.id))]

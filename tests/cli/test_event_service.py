@@ -382,3 +382,28 @@ def test_killing_an_event_service_task_ends_its_jobs_and_merge_jobs(cli, store, 
         jobs.c.status.notin_(("finished", "failed", "cancelled", "closed")))).scalar_one())
     assert live == 0
     assert run_sql(store, check_all) == []
+
+
+def test_a_jumbo_job_with_nothing_to_take_is_closed_and_the_task_waits_for_it(cli, store, tmp_path):
+    task_id = _jumbo_grid(cli, store, tmp_path)
+    cli("generate", "--seed", "1", db=store)
+    assert _watch(cli, store)["counts"]["jumbo_job"] == 1
+    # Every range is done elsewhere: the queued jumbo job has nothing to take; finalize does not end the
+    # task while it lives, the watchdog closes it.
+    payloads = [p for p in _dispatch_all(cli, store) if p["kind"] == "es"]
+    jumbo_id = run_sql(store, lambda conn: conn.execute(select(jobs.c.id).where(jobs.c.kind == "jumbo")).scalar_one())
+    assert run_sql(store, lambda conn: conn.execute(select(jobs.c.status).where(jobs.c.id == jumbo_id)).scalar_one()) in ("activated", "sent")
+    run_sql(store, lambda conn: conn.execute(update(jobs).where(jobs.c.id == jumbo_id).values(status="activated")))
+    report = _watch(cli, store)
+    assert report["counts"]["jumbo_closed"] == 1
+    assert _job(store, jumbo_id)["status"] == "closed"
+    assert run_sql(store, check_all) == []
+    for payload in payloads:
+        _events_report(cli, store, *_done(payload))
+        _report(cli, store, {"job_id": payload["job_id"], "status": "finished", "attempt_nr": 1})
+    for merge in [m for site in {p["site"] for p in payloads}
+                  for m in cli.json("jobs", "dispatch", "--site", site, "--count", "100", db=store)["jobs"]]:
+        _report(cli, store, _finished(merge))
+    cli("finalize", db=store)
+    assert cli.json("task", "show", str(task_id), db=store)["status"] == "done"
+    assert run_sql(store, check_all) == []

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any, Iterator
 
 from jedictl.config import Settings
-from jedictl.engine.jobs.outcomes import Ending, end_jobs_safely
+from jedictl.engine.jobs.outcomes import Ending, end_jobs_safely, kill_jobs
 from jedictl.engine.task.options import options_from_dict
 from jedictl.engine.watch.jumbo_policy import JumboTask, jumbo_sites_for, switch
 from jedictl.model import TASK_FOR_JOB_GENERATOR
@@ -47,6 +47,14 @@ def jumbo_step(store: Any, settings: Settings, now: datetime) -> Iterator[dict[s
                     job_id = event_store.make_jumbo_job(conn, task_id, site, now)
                 if job_id is not None:
                     yield {"action": "jumbo_job", "task_id": task_id, "job_id": job_id, "reason": f"jumbo job at {site}"}
+    # Queued jumbo jobs with nothing left to take (jumbo jobs off, or every range taken or done): closed,
+    # as JEDI closes a task's jobs when it is almost done (kill code 55), so the task can end.
+    with store.read() as conn:
+        idle_jumbos = event_store.idle_jumbo_jobs(conn)
+    if idle_jumbos:
+        for result in kill_jobs(store, [job_id for job_id, _ in idle_jumbos], settings, now, code=55, killed_by="the jumbo watchdog"):
+            if result.outcome == "killed":
+                yield {"action": "jumbo_closed", "job_id": result.job_id, "reason": "no event range left for it to take"}
     # Co-jumbo jobs whose every range was done by jumbo jobs (or failed for good): ended now.
     with store.read() as conn:
         idle = event_store.cojumbos_with_nothing_to_do(conn, [row.id for row in live_tasks])
