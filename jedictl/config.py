@@ -372,6 +372,22 @@ class ReassignSettings:
     limit: int = _s(1000, "jobs moved per watch pass at most", "", low=1)
 
 
+@dataclass(frozen=True)
+class JumboSettings:
+    """Jumbo jobs of event-service tasks and the jumbo watchdog (seed 000 "Jumbo jobs and co-jumbo jobs",
+    "Jumbo job switcher": JEDI's JumboWatchDog and its jumbo_dog parameters; docs/event-service.md)."""
+
+    max_tasks: int = _s(1, "event-service tasks with jumbo jobs enabled at once", "JUMBO_MAX_TASKS", low=0)
+    min_events_disable: int = _s(100000, "a task with fewer events left has its jumbo jobs disabled", "JUMBO_MIN_EVENTS_DISABLE", low=0)
+    min_events_enable: int = _s(1000000, "a task needs this many events left to have jumbo jobs enabled", "JUMBO_MIN_EVENTS_ENABLE", low=0)
+    max_events: int = _s(500000, "jumbo jobs are enabled in more tasks only while their events left total less than this",
+                         "JUMBO_MAX_EVENTS", low=0)
+    per_task: int = _s(1, "jumbo jobs per task (when the task's nJumboJobs says nothing)", "JUMBO_PER_TASK", low=0)
+    per_site: int = _s(1, "jumbo jobs per site for each task (when its maxJumboPerSite says nothing)", "JUMBO_PER_SITE", low=1)
+    max_curr_prio: int = _s(500, "tasks at this current priority or above get no jumbo jobs", "JUMBO_MAX_CURR_PRIO", **_PRIORITY)
+    ranges_per_dispatch: int = _s(100, "event ranges a jumbo job takes when it is dispatched", "", low=1)
+
+
 _DEFAULT_WORK_QUEUES: list[dict[str, Any]] = [
     {"name": "evgensimul", "vo": "*", "queue_type": "managed", "order": 10, "share": 40, "criteria": "processingType IN ('evgen', 'simul')"},
     {"name": "group", "vo": "*", "queue_type": "managed", "order": 20, "share": 10, "criteria": "workingGroup LIKE 'GP_%'"},
@@ -432,6 +448,7 @@ class Settings:
     privileges: list = _s([], "users and working groups with special permission (seed 000): {user: NAME, permissions: s|g} or "
                               "{group: NAME, permissions: s, share: N}; docs/analysis.md", "seed 000 'Special permission' (GRIDPREF)")
     messages: MessageSettings = field(default_factory=MessageSettings)
+    jumbo: JumboSettings = field(default_factory=JumboSettings)
     work_queues: list = _s(_DEFAULT_WORK_QUEUES, "work queue definitions (until queue-shares import)")
     global_shares: list = _s(_DEFAULT_GLOBAL_SHARES, "global share tree (until queue-shares import)")
     resource_types: list = _s(_DEFAULT_RESOURCE_TYPES, "resource types by cores and RAM per core")

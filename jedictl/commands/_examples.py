@@ -171,6 +171,11 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
         E("Final reports as JSON lines (docs/executor-protocol.md)", "jedictl jobs report reports.jsonl"),
         E("One report from stdin", "echo '{\"job_id\": 4711, \"status\": \"finished\", \"attempt_nr\": 1}' | jedictl jobs report -"),
     ),
+    "jobs events report": (
+        E("Event ranges an executor processed, as JSON lines (docs/event-service.md)", "jedictl jobs events report ranges.jsonl"),
+        E("One range finished, with its pre-merged file",
+          "echo '{\"event_id\": 17, \"job_id\": 4711, \"status\": \"finished\", \"output_lfn\": \"EVNT.01.root.0-99.es\"}' | jedictl jobs events report -"),
+    ),
     "jobs kill": (
         E("Kill two jobs", "jedictl jobs kill 4711 4712"),
         E("Force-kill every unfinished job of task 12", "jedictl jobs kill --task 12 --code 9"),

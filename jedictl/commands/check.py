@@ -26,8 +26,10 @@ def check(
     catalog, that every input of a done or finished task was processed or failed for good (unless
     the task was forced to finish), that no many-time input was consumed by a job, that no periodic
     template has two instances for one due time, that no lost file is recovered twice, that no run job
-    went ahead of its site's build job, and that no job but a task's preprocess job was made before
-    that job finished. With `--dead-owner` or `--no-live-passes`, also that no
+    went ahead of its site's build job, that no job but a task's preprocess job was made before that
+    job finished, and that event ranges follow their jobs (none held by a job that ended, none left to
+    do or unmerged for a file that ended, no file finished without merged ranges, no event-service job
+    merging without its ES merge job). With `--dead-owner` or `--no-live-passes`, also that no
     task is leased by a process that is gone (a pass releases its leases when it ends, also on SIGINT
     or SIGTERM; only a SIGKILL leaves them). Exit 0 when the store is consistent, 1 when a violation
     was found (each is printed).

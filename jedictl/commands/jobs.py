@@ -9,6 +9,7 @@ import typer
 from jedictl.commands._app import App
 from jedictl.commands._common import ColumnsOpt, WideOpt, context
 from jedictl.commands.jobs_dispatch import dispatch
+from jedictl.commands.jobs_events import app as events_app
 from jedictl.commands.jobs_reassign import reassign
 from jedictl.commands.jobs_report import heartbeat, kill, report
 from jedictl.output import View
@@ -65,3 +66,4 @@ app.command("heartbeat")(heartbeat)
 app.command("report")(report)
 app.command("kill")(kill)
 app.command("reassign")(reassign)
+app.add_typer(events_app, name="events")

@@ -44,7 +44,8 @@ _HARVEST = ("submitted", "lost", "failed", "cancelled", "pilots_off", "pilots_on
 _WATCH = ("release_lease", "rescue_picked", "reactivate", "pending_timeout", "kick_exhausted", "activate", "job_timeout", "throttle_jobs",
           "release_jobs", "throttle", "throttle_transfers", "release_transfers", "release_throttled", "boost", "pause", "goal_reached",
           "settle", "build_failed", "broken_by_build", "killed_by_build", "preprocessed", "broken_by_preprocess",
-          "overloaded", "reassign")
+          "overloaded", "reassign",
+          "jumbo_on", "jumbo_off", "jumbo_job", "jumbo_closed", "cojumbo_end")
 
 #: What each pass counts -- the outcomes of its items, then the totals some passes add (generate's jobs
 #: made, simulate's and pilot's jobs run) -- every key present in its report, 0 when nothing happened,
@@ -67,10 +68,11 @@ PASS_COUNTS: dict[str, tuple[str, ...]] = {
     "listen": ("applied", "duplicate", "refused", "rejected", "error", "published"),
     "periodic": ("instantiated", "capped", "refused", "skipped", "error", "missed"),
     "reassign": ("moved", "refused"),
+    "events": ("applied", "duplicate", "refused"),
 }
 #: The outcomes that are failures (the command exits 1 when any is counted); "error" for the others.
 PASS_FAILURES: dict[str, tuple[str, ...]] = {"report": ("refused", "conflict"), "kill": ("refused",), "heartbeat": (),
-                                              "reassign": ("refused",)}
+                                              "reassign": ("refused",), "events": ("refused",)}
 
 
 @dataclass

@@ -119,6 +119,8 @@ class FileStatus(StrEnum):
     MERGING = "merging"
     NOTMERGED = "notmerged"
     NOOUTPUT = "nooutput"
+    #: an event-service input whose ranges ended, some done and merged, the others failed for good (seed 000)
+    PARTIAL = "partial"
 
 
 class JobStatus(StrEnum):
@@ -148,6 +150,30 @@ SLOT_RUNNING = ("sent", "starting", "running")
 USER_CAP = "user_cap"
 #: tasks.throttle_reason of a task throttled for its user's backlog of input to stage from tape or transfer.
 THROTTLED_FOR_PRESTAGING, THROTTLED_FOR_TRANSFER = "prestaging", "transfer"
+
+
+class EventStatus(StrEnum):
+    """An event range's status (seed 000 "Transition of event status"; PanDA's JEDI_Events codes 0-10)."""
+
+    READY = "ready"  # waiting for an event-service job's executor
+    SENT = "sent"  # handed to an executor with its job
+    RUNNING = "running"  # the executor says it is processing it
+    FINISHED = "finished"  # processed; its job is still live
+    CANCELLED = "cancelled"  # its job was killed before the range was processed (then ready again)
+    DISCARDED = "discarded"  # its job was killed while merging, after the range had finished
+    DONE = "done"  # processed, and its job ended: waiting for the ES merge
+    FAILED = "failed"  # the executor failed it; ready again at its job's end while attempts remain
+    FATAL = "fatal"  # failed with no attempt left, or its file gave up
+    MERGED = "merged"  # its ES merge job finished
+    CORRUPTED = "corrupted"  # its pre-merged output is unusable: to be processed again
+
+
+#: jobs.kind of event-service jobs (seed 000; PanDA's eventService job flags 1, 2, 4, 5).
+JOB_KIND_ES, JOB_KIND_ES_MERGE, JOB_KIND_JUMBO = "es", "esmerge", "jumbo"
+#: Ranges an executor holds: they belong to a live job that was dispatched.
+EVENTS_HELD = (EventStatus.SENT.value, EventStatus.RUNNING.value)
+#: Ranges processed successfully (waiting for their job to end, for the merge, or merged).
+EVENTS_PROCESSED = (EventStatus.FINISHED.value, EventStatus.DONE.value, EventStatus.MERGED.value)
 
 
 class CommandStatus(StrEnum):

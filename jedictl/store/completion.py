@@ -69,8 +69,15 @@ def candidates(now: datetime, min_success_fraction: float, assessment_minutes: f
     # The status list first, on its own: the index on (status, priority) then skips the tasks that
     # can never be candidates -- every ended task, most of a big store -- without looking at them.
     return tasks.c.status.in_(CANDIDATE_STATUSES) & or_(
-        and_(tasks.c.status.in_(PHASE_STATUSES), ~unprocessed_master()), early, scout_data,
+        and_(tasks.c.status.in_(PHASE_STATUSES), ~unprocessed_master(), ~_live_jumbo_job()), early, scout_data,
         tasks.c.status.in_([s for s in TO_BE_FINISHED if s != TOABORT]), aborted)
+
+
+def _live_jumbo_job() -> ColumnElement[bool]:
+    """A jumbo job of the task is live: it holds no record, so the master counters do not see it; the task
+    waits until the jumbo watchdog has closed it (docs/event-service.md)."""
+    return exists(select(jobs.c.id).where(jobs.c.task_id == tasks.c.id, jobs.c.kind == "jumbo",
+                                          jobs.c.status.notin_([s.value for s in JOB_FINAL])))
 
 
 #: Every status `candidates` may take.

@@ -18,7 +18,7 @@ from jedictl.store.bulk import slices
 from jedictl.store.files import record_events
 from jedictl.store.reassignments import broken_chains
 from jedictl.store.schema import (
-    catalog_container_members, catalog_datasets, catalog_files, datasets, files, job_files, job_retry_history, jobs, message_outbox,
+    catalog_container_members, catalog_datasets, catalog_files, datasets, events, files, job_files, job_retry_history, jobs, message_outbox,
     recovered_files, task_outputs, task_status_history, tasks,
 )
 from jedictl.store import recovery as recovery_store
@@ -27,7 +27,7 @@ INPUT_TYPES = ("input", "pseudo_input", "pp_input")  # pp_input: a preprocess jo
 #: Datasets whose records jobs are split over: normal jobs' master inputs, merge jobs' unmerged logs.
 MASTER_TYPES = (*INPUT_TYPES, "trn_log")
 #: Jobs that take master records (merge jobs take unmerged ones).
-SPLIT_KINDS = ("normal", "merge", "preprocess")
+SPLIT_KINDS = ("normal", "merge", "preprocess", "es")
 #: Datasets whose records are claimed by jobs: their counters follow the records' statuses.
 CLAIMED_TYPES = ("input", "pseudo_input", "random_seed", "pp_input")
 #: Datasets of the files a task registers in the data catalog (lib: a build job's lib files).
@@ -35,7 +35,9 @@ CATALOG_TYPES = ("output", "log", "lib")
 #: Unmerged outputs: written by jobs, then (once their producer finished) the input of merge jobs.
 UNMERGED_TYPES = ("trn_output", "trn_log")
 #: Records a job has taken (or that reached a final state): what n_files_used counts.
-USED = (FileStatus.PICKED.value, FileStatus.RUNNING.value, FileStatus.FINISHED.value, FileStatus.FAILED.value)
+USED = (FileStatus.PICKED.value, FileStatus.RUNNING.value, FileStatus.FINISHED.value, FileStatus.FAILED.value, FileStatus.PARTIAL.value)
+#: Records counted as finished: an event-service record that ended partly processed counts as one (docs/event-service.md).
+FINISHED = (FileStatus.FINISHED.value, FileStatus.PARTIAL.value)
 #: Unmerged records a merge job has taken, or that ended as merge inputs.
 MERGE_USED = (FileStatus.PICKED.value, FileStatus.RUNNING.value, FileStatus.FINISHED.value, FileStatus.NOTMERGED.value)
 
@@ -65,7 +67,7 @@ def dataset_counters(conn: Connection) -> list[str]:
             _count(tracked & lost).label("lost"),
             func.sum(case((tracked & ~lost, record_events()), else_=0)).label("events"),
             _count(tracked & status.in_(USED)).label("used"),
-            _count(tracked & (status == FileStatus.FINISHED.value)).label("finished"),
+            _count(tracked & status.in_(FINISHED)).label("finished"),
             _count(tracked & (status == FileStatus.FAILED.value)).label("failed"),
             _count(status == FileStatus.FINISHED.value).label("out_finished"),
             _count(status.in_((FileStatus.FAILED.value, FileStatus.CANCELLED.value))).label("out_failed"),
@@ -149,7 +151,7 @@ def retry_history(conn: Connection) -> list[str]:
         .where(or_(history.relation_type.notin_(("retry", "merge")), old.c.id.is_(None), new.c.id.is_(None),
                    old.c.task_id != history.task_id, new.c.task_id != history.task_id,
                    old.c.status.notin_([s.value for s in JOB_FINAL]), history.old_job_id >= history.new_job_id,
-                   and_(history.relation_type == "retry", new.c.kind != "normal"),
+                   and_(history.relation_type == "retry", new.c.kind.notin_(("normal", "es"))),
                    and_(history.relation_type == "merge", new.c.kind != "merge"),
                    and_(history.relation_type == "retry", ~took_its_record),
                    and_(history.relation_type == "merge", ~reads_its_output)))
@@ -221,7 +223,7 @@ def work_done_once(conn: Connection) -> list[str]:
     rows = conn.execute(
         select(files.c.id, files.c.task_id, files.c.status, func.coalesce(finished_jobs.c.n, 0).label("n"))
         .join(masters, masters.c.id == files.c.id).outerjoin(finished_jobs, finished_jobs.c.file_id == files.c.id)
-        .where((func.coalesce(finished_jobs.c.n, 0) > 1) | ((files.c.status == FileStatus.FINISHED.value) & (func.coalesce(finished_jobs.c.n, 0) != 1)))
+        .where((func.coalesce(finished_jobs.c.n, 0) > 1) | (files.c.status.in_(FINISHED) & (func.coalesce(finished_jobs.c.n, 0) != 1)))
         .order_by(files.c.id))
     return [f"task {r.task_id} record {r.id} ({r.status}) is in {r.n} finished jobs" for r in rows]
 
@@ -356,9 +358,18 @@ def throttled_jobs_are_released(conn: Connection) -> list[str]:
     rows = conn.execute(
         select(jobs.c.id, jobs.c.task_id, tasks.c.status, jobs.c.sub_status).join(tasks, tasks.c.id == jobs.c.task_id)
         .where(jobs.c.status == JobStatus.THROTTLED.value, tasks.c.status != TaskStatus.PAUSED.value,
-               func.coalesce(jobs.c.sub_status, "") != USER_CAP).order_by(jobs.c.id))
+               func.coalesce(jobs.c.sub_status, "") != USER_CAP,
+               # a co-jumbo job waits while a jumbo job holds ranges of its record (docs/event-service.md)
+               ~((jobs.c.sub_status == "jumbo") & _held_by_a_jumbo())).order_by(jobs.c.id))
     return [f"task {r.task_id} job {r.id} is throttled but nothing releases it (the task is {r.status}, not paused, and no user cap holds "
             f"the job)" for r in rows]
+
+
+def _held_by_a_jumbo() -> Any:
+    other, record = events.alias("jumbo_range"), files.alias("jumbo_record")
+    return (select(other.c.id).join(record, record.c.id == other.c.file_id)
+            .where(record.c.job_id == jobs.c.id, other.c.status.in_(("sent", "running", "finished", "failed")), other.c.job_id != jobs.c.id)
+            .exists())
 
 
 def many_time_not_consumed(conn: Connection) -> list[str]:
@@ -476,6 +487,40 @@ def reassignments_chain(conn: Connection) -> list[str]:
     return problems
 
 
+def event_ranges_follow_their_jobs(conn: Connection) -> list[str]:
+    """Event ranges are neither lost nor processed twice (docs/event-service.md): a range an executor holds
+    or has reported (sent, running, finished, failed) belongs to a dispatched live job; a range still to
+    do (ready) or waiting for its merge (done) belongs to a record that has not ended; a record that
+    ended finished or partial has a merged range; and an event-service job waits in `merging` only
+    while an ES merge job for its record lives."""
+    e = events.c
+    holder = jobs.alias("holder")
+    live = ("sent", "starting", "running", "holding", "transferring")
+    rows = conn.execute(
+        select(e.id, e.task_id, e.status, e.job_id, holder.c.status.label("job_status"))
+        .outerjoin(holder, holder.c.id == e.job_id)
+        .where(e.status.in_(("sent", "running", "finished", "failed")), holder.c.id.is_(None) | holder.c.status.notin_(live))
+        .order_by(e.id).limit(100))
+    problems = [f"task {r.task_id} event range {r.id} is {r.status} but its job {r.job_id} is {r.job_status or 'missing'}" for r in rows]
+    ended = (FileStatus.FINISHED.value, FileStatus.FAILED.value, FileStatus.PARTIAL.value)
+    rows = conn.execute(select(e.id, e.task_id, e.status, files.c.id.label("file_id"), files.c.status.label("file_status"))
+                        .join(files, files.c.id == e.file_id)
+                        .where(e.status.in_(("ready", "done")), files.c.status.in_(ended)).order_by(e.id).limit(100))
+    problems += [f"task {r.task_id} record {r.file_id} is {r.file_status} but its event range {r.id} is {r.status}" for r in rows]
+    merged = exists(select(literal(1)).where(e.file_id == files.c.id, e.status == "merged"))
+    ranged = exists(select(literal(1)).where(e.file_id == files.c.id))
+    rows = conn.execute(select(files.c.id, files.c.task_id, files.c.status)
+                        .where(files.c.status.in_(FINISHED), ranged, ~merged).order_by(files.c.id).limit(100))
+    problems += [f"task {r.task_id} record {r.id} is {r.status} but none of its event ranges was merged" for r in rows]
+    merge_job, merge_input = jobs.alias("merge_job"), job_files.alias("merge_input")
+    waiting = exists(select(literal(1)).select_from(merge_input.join(merge_job, merge_job.c.id == merge_input.c.job_id)).where(
+        merge_input.c.file_id == files.c.id, merge_job.c.kind == "esmerge", merge_job.c.status.notin_([s.value for s in JOB_FINAL])))
+    rows = conn.execute(select(jobs.c.id, jobs.c.task_id).join(files, files.c.job_id == jobs.c.id)
+                        .where(jobs.c.kind == "es", jobs.c.status == JobStatus.MERGING.value, ~waiting).order_by(jobs.c.id).limit(100))
+    problems += [f"task {r.task_id} job {r.id} is merging but no ES merge job reads its record" for r in rows]
+    return problems
+
+
 CHECKS = (dataset_counters, leases_of_final_tasks, files_in_one_live_job, retry_history, records_of_live_jobs, work_done_once,
           live_jobs_of_ended_tasks, outputs_registered_once, inputs_of_ended_tasks, assigned_jobs_await_input, outputs_of_one_task,
           site_datasets_in_their_container, throttled_jobs_are_released, many_time_not_consumed, events_of_changes,
@@ -528,7 +573,8 @@ def preprocess_job_first(conn: Connection) -> list[str]:
     return problems
 
 
-CHECKS = CHECKS + (run_jobs_wait_for_their_build, preprocess_job_first, reassignments_chain)
+CHECKS = CHECKS + (run_jobs_wait_for_their_build, preprocess_job_first, reassignments_chain,
+                    event_ranges_follow_their_jobs)
 
 
 def check_all(conn: Connection, *, dead_owners: Sequence[str] = (), no_live_passes: bool = False) -> list[str]:

@@ -153,6 +153,7 @@ tasks = Table(
     Index("ix_tasks_ended_at", "ended_at"),
     Index("ix_tasks_user_name", "user_name"),
     Index("ix_tasks_parent_id", "parent_id"),
+    Column("use_jumbo", Boolean),  # jumbo jobs enabled by the jumbo watchdog (JEDI useJumbo; migration 0018); NULL: never decided
     Index("ix_tasks_periodic_id", "periodic_id", "periodic_due_at"),
 )
 
@@ -815,3 +816,37 @@ job_reassignments = Table(
 )
 
 REASSIGNMENT_TABLES = [job_reassignments]
+
+# Event service (issue 20, item 1; seed 000 "The JEDI_Events table", migration 0018).
+
+#: Event ranges of event-service tasks: one row per (input record, range of its events). `job_id` is
+#: the event-service job that holds the range now (PanDA's PandaID column: the job a range is handed
+#: to, reattached to the next job when its record is retried); `processed_by` the job whose executor
+#: processed it (an event-service or a jumbo job). No foreign keys, as files.job_id: a bulk column.
+events = Table(
+    "events",
+    metadata,
+    _id(),
+    Column("task_id", ID, nullable=False),
+    Column("dataset_id", ID, nullable=False),
+    Column("file_id", ID, nullable=False),
+    Column("job_id", BigInteger),
+    Column("start_event", BigInteger, nullable=False),  # def_min_eventID
+    Column("end_event", BigInteger, nullable=False),  # def_max_eventID (inclusive)
+    Column("status", STATUS, nullable=False),
+    Column("attempt_nr", Integer, nullable=False, default=0),
+    Column("max_attempt", Integer, nullable=False),
+    Column("processed_by", BigInteger),
+    Column("is_jumbo", Boolean, nullable=False, default=False),
+    Column("output_lfn", LONG_NAME),  # the pre-merged file the executor wrote for the range
+    Column("output_size", BigInteger),
+    Column("error_code", Integer),
+    Column("error_diag", Text),
+    Column("created_at", TIME, nullable=False),
+    Column("modified_at", TIME, nullable=False),
+    Index("ix_events_job_status", "job_id", "status"),
+    Index("ix_events_file", "file_id"),
+    Index("ix_events_task_status", "task_id", "status"),
+)
+
+EVENT_TABLES = [events]

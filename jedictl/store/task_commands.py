@@ -92,7 +92,9 @@ def flip_jobs(conn: Connection, task_id: int, old: str, new: str, now: datetime)
     """Every job of the task in `old` moves to `new` (pause: activated -> throttled; resume: back). The
     sub_status goes: a resumed job held by a user cap as well is activated, and the next watch pass
     throttles it again if its user is still at the cap."""
-    return conn.execute(update(jobs).where(jobs.c.task_id == task_id, jobs.c.status == str(old)).values(
+    # A co-jumbo job waiting for a jumbo job (sub_status jumbo) stays: the jumbo job's end releases it.
+    return conn.execute(update(jobs).where(jobs.c.task_id == task_id, jobs.c.status == str(old),
+                                           func.coalesce(jobs.c.sub_status, "") != "jumbo").values(
         status=str(new), sub_status=None, modified_at=now, state_changed_at=now)).rowcount
 
 

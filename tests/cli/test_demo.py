@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from sqlalchemy import func, select
+
 from jedictl.engine.sim import demo
+from jedictl.store.schema import events, jobs
 from jedictl.store.invariants import check_all
 from jedictl.store.views import job_sites_of_task
 from tests.conftest import invoke
@@ -13,7 +16,7 @@ def test_the_demo_runs_every_kind_of_task_to_the_end(cli, store_url):
     result = cli.json("demo", "--db", store_url, "--seed", "3")
     assert result["all_final"] is True
     kinds = {task["kind"]: task for task in result["tasks"]}
-    assert set(kinds) == {"analysis (prun)", "event split", "generation", "child of 3", "with merge", "fails, retried"}
+    assert set(kinds) == {"analysis (prun)", "event split", "generation", "child of 3", "with merge", "fails, retried", "event service"}
     # done, or finished when a pilot error the retry rules do not retry cost a file its last attempt
     assert {task["status"] for task in result["tasks"]} <= {"done", "finished"}
     assert kinds["fails, retried"]["failed_jobs"] > 0 and kinds["fails, retried"]["status"] == "done"  # failed first, retried
@@ -22,6 +25,13 @@ def test_the_demo_runs_every_kind_of_task_to_the_end(cli, store_url):
     assert all(isinstance(task[key], int) for task in result["tasks"] for key in ("files", "files_done", "files_failed", "jobs"))
     assert all(task["files_done"] + task["files_failed"] == task["files"] for task in result["tasks"])
     assert run_sql(store_url, check_all) == []
+    # The event-service task ran its ranges through ES jobs and ES merge jobs (docs/event-service.md).
+    es_task = kinds["event service"]["task"]
+    ranges = run_sql(store_url, lambda conn: conn.execute(
+        select(events.c.status, func.count()).where(events.c.task_id == es_task).group_by(events.c.status)).all())
+    assert dict(ranges).get("merged", 0) > 0 and set(dict(ranges)) <= {"merged", "fatal", "discarded"}
+    kinds_of_jobs = set(run_sql(store_url, lambda conn: conn.execute(select(jobs.c.kind).where(jobs.c.task_id == es_task)).scalars().all()))
+    assert kinds_of_jobs == {"es", "esmerge"}
     # Analysis brokerage follows the data: only some sites hold each analysis input, and every job is there.
     for task in result["tasks"]:
         if task["kind"] in ANALYSIS_INPUTS:

@@ -71,12 +71,12 @@ def test_dry_run_prints_the_normalised_task_and_needs_no_store(cli, tmp_path):
 
 def test_unknown_panda_keys_are_kept_and_listed(cli, store):
     document = json.loads(open(PRUN_FILES).read())
-    document["nJumboJobs"] = 3
+    document["usePrefetcher"] = True  # a JEDI key jedictl has no model for (nJumboJobs is one since issue 20)
     document["jobParameters"][1]["someFutureKey"] = True
     result = cli("submit", "-", "-v", db=store, input=json.dumps(document))
-    assert "nJumboJobs" in result.stderr and "jobParameters[1].someFutureKey" in result.stderr
+    assert "usePrefetcher" in result.stderr and "jobParameters[1].someFutureKey" in result.stderr
     task = cli.json("task", "show", "1", db=store)
-    assert task["unknown_keys"] == ["nJumboJobs", "jobParameters[1].someFutureKey"]
+    assert task["unknown_keys"] == ["usePrefetcher", "jobParameters[1].someFutureKey"]
 
 
 def test_a_name_still_queued_is_refused_naming_the_existing_task(cli, store):
@@ -307,12 +307,12 @@ def test_a_misspelt_panda_key_is_named_with_the_key_it_means(cli, store):
     document = json.loads(open(PRUN_FILES).read())
     document["nFilesPerjob"] = 2
     document["jobParameters"][1]["datset"] = "x"
-    document["nJumboJobs"] = 3  # like no known key: a newer PanDA's, kept without a word
+    document["usePrefetcher"] = 3  # like no known key: a newer PanDA's, kept without a word
     result = cli("submit", "-", db=store, input=json.dumps(document))
     assert result.stderr.splitlines() == [
         "jedictl: warning: nFilesPerjob: not a task parameter jedictl knows (kept, not used); did you mean nFilesPerJob?",
         "jedictl: warning: jobParameters[1].datset: not a task parameter jedictl knows (kept, not used); did you mean jobParameters[1].dataset?",
     ]
     assert json.loads(cli("task", "list", "-o", "json", db=store).stdout)[0]["status"] == "registered"  # submitted all the same
-    assert cli.json("task", "show", "1", db=store)["unknown_keys"] == ["nFilesPerjob", "nJumboJobs", "jobParameters[1].datset"]
+    assert cli.json("task", "show", "1", db=store)["unknown_keys"] == ["nFilesPerjob", "usePrefetcher", "jobParameters[1].datset"]
     assert cli("submit", "-", "--dry-run", db=store, input=json.dumps({**document, "taskName": "t2"})).stderr.count("warning") == 2

@@ -65,6 +65,8 @@ def test_broken_sites_files_change_nothing_on_postgres(seeded_pg, text):
 def test_valid_task_specs_run_on_postgres(seeded_pg, data):
     spec = data.draw(task_specs())
     spec["unique_name"] = False  # the store lives across examples
+    # ... and two examples may draw the same output name (decision 23: one task per output dataset)
+    spec.setdefault("dependencies", {})["allow_task_duplication"] = True
     outcome = invoke(["submit", "-", "--db", seeded_pg], input=serialise(data.draw, spec))
     assert_no_crash(outcome, codes=(0,))
     assert_no_crash(invoke(["run", "--seed", "1", "--db", seeded_pg]), codes=(0, 1))

@@ -38,8 +38,10 @@ from jedictl.engine.generate.build_jobs import site_libs
 from jedictl.engine.task.build import run_job_status
 from jedictl.engine.task.preprocess import WAITING as PREPROCESS_WAITING
 from jedictl.engine.task.preprocess import parse_panda_prepro_spec, parse_preprocess_spec
-from jedictl.model import LIB_JOB_FILE_TYPE, PREPROCESS_JOB_KIND, DatasetType, FileStatus, JobStatus, TaskStatus
+from jedictl.engine.jobs import event_ranges
+from jedictl.model import JOB_KIND_ES, LIB_JOB_FILE_TYPE, PREPROCESS_JOB_KIND, DatasetType, EventStatus, FileStatus, JobStatus, TaskStatus
 from jedictl.store import datasets as dataset_store
+from jedictl.store import events as event_store
 from jedictl.store import jobs as job_store
 from jedictl.store import site_datasets as site_dataset_store
 from jedictl.store import recovery as recovery_store
@@ -51,6 +53,7 @@ RESOURCE_COLUMNS = ("core_count", "ram_count", "ram_unit", "base_ram_count", "wa
 INPUT_TYPES = (DatasetType.INPUT.value, DatasetType.PSEUDO_INPUT.value)
 # Positions in a claimed row (store.jobs.CLAIM_COLUMNS): index access keeps the per-file loop cheap.
 C_ID, C_LFN, C_SIZE, C_DATASET, C_ATTEMPT, C_JOB, C_RAM, C_GUID, C_SCOPE, C_CHECKSUM = 0, 1, 2, 9, 10, 11, 12, 13, 14, 15
+C_EVENTS, C_START, C_END = 3, 4, 5
 
 
 @dataclass(frozen=True)
@@ -166,9 +169,12 @@ class JobBuilder:
         # Output containers: the dataset of each site in them, found or made once per chunk, not per job.
         in_site_datasets = site_dataset_store.site_datasets(conn, ctx.site_containers, {site.name for site, _ in plan}, now) \
             if ctx.site_containers else None
-        shared = (task.id, ctx.job_kind, task.nucleus, task.work_queue, task.gshare, task.prod_source_label, task.processing_type, task.vo,
+        # An event-service task's run jobs are `es` jobs; its build and preprocess jobs keep their kind.
+        kind = JOB_KIND_ES if ctx.options.event_service and ctx.job_kind == "normal" else ctx.job_kind
+        shared = (task.id, kind, task.nucleus, task.work_queue, task.gshare, task.prod_source_label, task.processing_type, task.vo,
                   task.working_group, ctx.transformation or task.trans_path, task.architecture, task.trans_uses, task.trans_home, task.container_name, now, now, now)
         status, scout, source_url, template, unmerged = JobStatus.ACTIVATED.value, ctx.scout, task.source_url, ctx.job_template, ctx.merge
+        event_service = kind == JOB_KIND_ES  # <PANDA_ES_ONLY> parts of the parameters are kept
         running = FileStatus.RUNNING.value
         job_rows, file_rows, output_rows, seed_rows, retries, reused_seeds, started = [], [], [], [], [], [], []
         per_site: dict[str, int] = defaultdict(int)
@@ -202,7 +208,8 @@ class JobBuilder:
             params = render_job_parameters(template, JobContext(
                 task_id=task.id, inputs=tuple(inputs), outputs=tuple(OutputFile(o.stream, o.lfn, unmerged=unmerged) for o in outputs),
                 serial_nr=job_serial_nr(outputs), attempt_nr=resources.attempt_nr, random_seed=seed.rndmseed if seed else None,
-                source_url=source_url, panda_id=job_id, extra={"LIB": lib.lfn} if lib is not None else {})).text
+                source_url=source_url, panda_id=job_id, extra={"LIB": lib.lfn} if lib is not None else {},
+                event_service=event_service)).text
             job_rows.append((
                 job_id, first_index + index, job_status, scout, resources.attempt_nr, resources.max_attempt, resources.assigned_priority,
                 resources.current_priority, site.name, site.cloud, self._resource_type(resources.core_count, resources.min_ram_count),
@@ -259,7 +266,25 @@ class JobBuilder:
             job_store.count_new_seeds(conn, ctx.seed_dataset.id, len(seed_rows), now)
         job_store.add_used(conn, {dataset_id: len(ids) for dataset_id, ids in used.items()}, now)
         job_store.advance_serials(conn, names.next_serial_nr)
+        if kind == JOB_KIND_ES:
+            self._event_ranges(conn, [(job_id, claimed[sub.master[0].file_id]) for (_, sub), job_id in zip(plan, job_ids, strict=True)])
         return Written(dict(per_site), frozenset().union(*used.values()), dict(assigned))
+
+    def _event_ranges(self, conn: Any, holders: list[tuple[int, Any]]) -> None:
+        """Each event-service job's record gets its ranges (seed 000 "Event-level splitting" step 4): new
+        ranges for a record taken the first time, its ready ranges for a retried one (its done ranges wait
+        for the merge, its fatal ones stay)."""
+        options, task, now = self.ctx.options, self.ctx.task, self.now
+        size = options.n_events_per_range or event_ranges.DEFAULT_EVENTS_PER_RANGE
+        max_attempt = options.max_attempt_es or event_ranges.DEFAULT_MAX_ATTEMPT
+        retried = [row[C_ID] for _, row in holders if row[C_ATTEMPT]]
+        known = event_store.records_with_ranges(conn, retried) if retried else set()
+        ready = EventStatus.READY.value
+        new = [(task.id, row[C_DATASET], row[C_ID], job_id, start, end, ready, 0, max_attempt, False, now, now)
+               for job_id, row in holders if row[C_ID] not in known
+               for start, end in event_ranges.ranges_of(row[C_EVENTS], row[C_START], row[C_END], size)]
+        event_store.insert_ranges(conn, new)
+        event_store.reattach(conn, [(job_id, row[C_ID]) for job_id, row in holders if row[C_ID] in known], now)
 
     def refusal(self, site: Any, sub: Any, claimed: dict[int, Any]) -> str | None:
         """Why `site` refuses the job `sub` would become (None: it takes it): the same resources `write`

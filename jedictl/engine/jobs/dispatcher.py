@@ -27,9 +27,10 @@ from jedictl.engine.shares import fair_share as share_math
 from jedictl.engine.shares import global_shares as shares
 from jedictl.engine.shares.resource_types import load_resource_types
 from jedictl.errors import BadInput, NotFound
-from jedictl.model import DatasetType
+from jedictl.model import JOB_KIND_ES, JOB_KIND_ES_MERGE, JOB_KIND_JUMBO, DatasetType
 from jedictl.model.choices import RESOURCE_TYPES, refusal
 from jedictl.store import dispatch as dispatch_store
+from jedictl.store import events as event_store
 
 #: PanDA's label families (construct_where_clause): what an executor of each kind may run.
 LABEL_FAMILIES: dict[str, tuple[str, ...]] = {
@@ -149,8 +150,24 @@ def dispatch_jobs(store: Any, settings: Settings, request: DispatchRequest, now:
         wanted = wanted_replicas(files.values())
         replicas = dispatch_store.input_replicas(conn, wanted)
         cvmfs = dispatch_store.input_cvmfs(conn, wanted)
+        ranges = event_ranges_of(conn, rows, now, settings.jumbo.ranges_per_dispatch)
     rows.sort(key=lambda job: order_key(job, ranks))
-    return [job_payload(job, files.get(job.id, []), replicas, cvmfs) for job in rows]
+    return [job_payload(job, files.get(job.id, []), replicas, cvmfs, ranges.get(job.id)) for job in rows]
+
+
+def event_ranges_of(conn: Any, rows: Sequence[Any], now: datetime, per_jumbo: int = 100) -> dict[int, list[tuple]]:
+    """The event ranges handed out with the dispatched jobs (docs/event-service.md): an event-service
+    job's ready ranges, now `sent`; a jumbo job's: up to `per_jumbo` ready ranges of its task's queued
+    co-jumbo jobs (which wait meanwhile); an ES merge job's done ranges, with the pre-merged files to merge."""
+    for job in rows:
+        if job.kind == JOB_KIND_JUMBO:
+            event_store.hand_to_jumbo(conn, job.id, job.task_id, per_jumbo, now)
+    es = [job.id for job in rows if job.kind in (JOB_KIND_ES, JOB_KIND_JUMBO)]
+    merges = [job.id for job in rows if job.kind == JOB_KIND_ES_MERGE]
+    found = event_store.hand_out(conn, es, now) if es else {}
+    if merges:
+        found.update(event_store.merge_inputs(conn, merges))
+    return found
 
 
 def wanted_replicas(files_per_job: Any) -> dict[str, list[str]]:
@@ -164,7 +181,7 @@ def wanted_replicas(files_per_job: Any) -> dict[str, list[str]]:
 
 
 def job_payload(job: Any, files: Sequence[Any], replicas: Mapping[tuple[str, str], Sequence[str]],
-                cvmfs: Mapping[tuple[str, str], str] | None = None) -> dict[str, Any]:
+                cvmfs: Mapping[tuple[str, str], str] | None = None, ranges: Sequence[tuple] | None = None) -> dict[str, Any]:
     """What an executor receives for one job (docs/executor-protocol.md): a plain dict of plain values.
 
     `job` is a jobs row (attribute access), `files` its job files with `dataset` (the task dataset's
@@ -207,6 +224,8 @@ def job_payload(job: Any, files: Sequence[Any], replicas: Mapping[tuple[str, str
         "kind": job.kind,
         "inputs": inputs,
         "outputs": outputs,
+        "event_service": job.kind in ES_KINDS,
+        "event_ranges": [dict(zip(EVENT_RANGE_KEYS, values)) for values in ranges or ()],
     }
 
 
@@ -214,6 +233,9 @@ def job_payload(job: Any, files: Sequence[Any], replicas: Mapping[tuple[str, str
 PAYLOAD_KEYS = ("job_id", "task_id", "task_job", "attempt_nr", "site", "status", "prod_source_label", "processing_type",
                 "transformation", "job_parameters", "architecture", "release", "trans_home", "container_name", "core_count",
                 "min_ram_count", "max_walltime", "max_disk_count", "max_cpu_count", "priority", "gshare", "resource_type",
-                "is_scout", "kind", "inputs", "outputs")
+                "is_scout", "kind", "inputs", "outputs", "event_service", "event_ranges")
 INPUT_KEYS = ("lfn", "scope", "guid", "size", "checksum", "dataset", "type", "attempt_nr", "replicas", "cvmfs")
 OUTPUT_KEYS = ("lfn", "dataset", "type", "destination")
+#: Keys of one event range of a payload: output_lfn/output_size are the pre-merged file (ES merge jobs only).
+EVENT_RANGE_KEYS = ("event_id", "lfn", "start_event", "end_event", "attempt_nr", "output_lfn", "output_size")
+ES_KINDS = frozenset({JOB_KIND_ES, JOB_KIND_ES_MERGE, JOB_KIND_JUMBO})

@@ -47,7 +47,7 @@ from jedictl.engine.jobs.retry_rules import (
     job_errors,
     select_rule,
 )
-from jedictl.model import JOB_FINAL, TASK_FINAL, FileStatus, JobStatus
+from jedictl.model import JOB_FINAL, JOB_KIND_ES, JOB_KIND_ES_MERGE, JOB_KIND_JUMBO, TASK_FINAL, FileStatus, JobStatus
 from jedictl.store import job_outcomes as job_store
 from jedictl.store import retry_rules as rule_store
 
@@ -103,6 +103,8 @@ class _Batch:
     registered: set[tuple[str, str]] = field(default_factory=set)
     produced: dict[int, list[tuple[str, str]]] = field(default_factory=dict)  # job id -> (dataset name, lfn) its report registers
     targets: dict[int, tuple[str, str | None]] = field(default_factory=dict)  # dataset id -> (name, destination), read once
+    ending_ids: set[int] = field(default_factory=set)  # the jobs this batch ends (event service: a kill of several at once)
+    es_ended: set[int] = field(default_factory=set)  # event-service jobs this batch ended (their merge jobs must not end them again)
 
     def read_targets(self, conn: Any, dataset_ids: set[int]) -> dict[int, tuple[str, str | None]]:
         """The (name, destination) of these datasets, each read once per batch."""
@@ -161,6 +163,7 @@ def end_jobs(conn: Any, endings: Sequence[Ending], settings: Settings, now: date
     records = job_store.lock_files(conn, [jf.file_id for listed in job_files.values() for jf in listed if jf.file_id is not None])
     task_rows = job_store.task_states(conn, [job.task_id for job in jobs.values()])
     batch, results = _Batch(), []
+    batch.ending_ids = {e.job_id for e in endings}
     _known_outputs(conn, endings, job_files, batch)
     # A report for a job already final is compared with what ended it: the same again, or a conflict.
     ended = job_store.recorded_ends(conn, [e.job_id for e in endings if e.report is not None and e.job_id in jobs
@@ -212,6 +215,8 @@ def _decide_one(conn: Any, ending: Ending, job: Any, listed: list[Any], records:
         return EndResult(ending.job_id, "refused", ending.line, reason=f"unknown job {ending.job_id}")
     if ending.expected_status is not None and job.status != ending.expected_status:
         return EndResult(ending.job_id, "refused", ending.line, reason=f"job {job.id} is {job.status} now, not {ending.expected_status}")
+    if job.kind in _ES_KINDS:
+        return _decide_event_service(conn, ending, job, listed, records, task, settings, now, batch)
     status = ending.status
     report = ending.report
     if report is not None:
@@ -259,6 +264,30 @@ def _decide_one(conn: Any, ending: Ending, job: Any, listed: list[Any], records:
             batch.registered.update(produced)
     reason = propagation.reason or ("task is final: its files and counters are left as they are" if task_final else "")
     return EndResult(job.id, "applied", ending.line, propagation.job_status, reason, decision.message if decision else None)
+
+
+_ES_KINDS = frozenset({JOB_KIND_ES, JOB_KIND_ES_MERGE, JOB_KIND_JUMBO})
+
+
+def _decide_event_service(conn: Any, ending: Ending, job: Any, listed: list[Any], records: dict[int, FileRecord], task: Any,
+                          settings: Settings, now: datetime, batch: _Batch) -> EndResult:
+    """Event-service and ES merge jobs end by their ranges (engine.jobs.event_outcomes)."""
+    from jedictl.engine.jobs import event_outcomes
+
+    error = _error_of(ending)
+    if job.kind == JOB_KIND_ES_MERGE:
+        produced = batch.produced.get(ending.job_id, ())
+        taken = frozenset(lfn for name, lfn in produced if (name, lfn) in batch.registered) if produced else _NOTHING_TAKEN
+        outcome, status, reason = event_outcomes.end_merge(conn, ending, job, listed, records, task, batch, now, error, _job_row,
+                                                           _collect_files, taken, settings.report.merge_input_extra_attempts)
+        if outcome == "applied" and status == _FINISHED and produced:
+            batch.registered.update(produced)
+    elif job.kind == JOB_KIND_JUMBO:
+        outcome, status, reason = event_outcomes.end_jumbo(conn, ending, job, batch, now, error, _job_row)
+    else:
+        outcome, status, reason = event_outcomes.end_es(conn, ending, job, listed, records, task, batch, now, error, _job_row,
+                                                        _collect_files)
+    return EndResult(job.id, outcome, ending.line, status, reason)
 
 
 def _error_of(ending: Ending) -> tuple[str, int, str] | None:

@@ -16,6 +16,7 @@ from typing import Any, Mapping
 
 from jedictl.engine.jobs.outcomes import EndResult, ingest_reports, take_heartbeats
 from jedictl.engine.jobs.reports import Heartbeat
+from jedictl.engine.pilot import events as es_pilot
 from jedictl.engine.pilot import monitor, staging
 from jedictl.engine.pilot.codes import (
     GENERAL_ERROR,
@@ -87,10 +88,20 @@ def _run(ctx: PilotContext, payload: Mapping[str, Any], control: JobControl) -> 
         if on_cvmfs:
             job_log("read %d input(s) in place from cvmfs (no stage-in)", on_cvmfs)
         argv = _argv(ctx, payload, workdir, roots)
+        kind = payload.get("kind")
+        if kind == "jumbo":
+            # A jumbo job's ranges span the task's files, which the pilot would stage in range by range:
+            # not done; the job fails at once and its ranges go back to their co-jumbo jobs.
+            raise PilotError(GENERAL_ERROR, "jedictl pilot does not run jumbo jobs (docs/event-service.md)")
+        merge_env = es_pilot.stage_in_premerged(ctx, payload, workdir) if kind == "esmerge" else None
         if not control.stopped:
             _beat_running(ctx, control)
-        if not control.stopped:
-            metrics, failure = _execute(ctx, payload, control, argv, workdir, job_log)
+        if not control.stopped and kind == "es":
+            metrics, failure = es_pilot.run_ranges(ctx, payload, control, workdir, job_log,
+                                                   lambda extra_env: _execute(ctx, payload, control, argv, workdir, job_log, extra_env))
+            payload = {**payload, "outputs": []}  # an event-service job's outputs are its ES merge job's to write
+        elif not control.stopped:
+            metrics, failure = _execute(ctx, payload, control, argv, workdir, job_log, merge_env)
     except PilotError as exc:
         failure = exc.failure
         job_log("failed: %s %s: %s", failure.source, failure.code, failure.diag)
@@ -170,12 +181,12 @@ def _beat_running(ctx: PilotContext, control: JobControl) -> None:
 
 
 def _execute(ctx: PilotContext, payload: Mapping[str, Any], control: JobControl, argv: list[str], workdir: Path,
-             job_log: JobLog) -> tuple[Metrics, Failure | None]:
+             job_log: JobLog, extra_env: Mapping[str, str] | None = None) -> tuple[Metrics, Failure | None]:
     """Run the payload to its end, a kill or its walltime, sampling its tree; its metrics and failure."""
     settings = ctx.settings.pilot
     started_at = ctx.now()
     job_log("starting %s", " ".join(argv))
-    process = Process(argv, workdir, job_environment(payload, ctx.environ))
+    process = Process(argv, workdir, job_environment(payload, {**ctx.environ, **extra_env} if extra_env else ctx.environ))
     peaks = monitor.Peaks()
     delays = monitor.sample_delays(settings.poll_seconds)
     next_sample = process.started + next(delays)

@@ -3,8 +3,9 @@
 The grid has two clouds with one nucleus each and seven sites with disk and tape endpoints. The
 tasks: an analysis task given as PanDA task parameters (what `prun` writes), an event-split
 production task with scouts, a no-input generation task whose output a child task reads (parent and
-child), a task with a merge step, and a task pinned to a site whose pilots fail at first -- it fails,
-and the demo retries it, as an operator would. Each round runs every agent once (`engine.pipeline`)
+child), a task with a merge step, a task pinned to a site whose pilots fail at first -- it fails,
+and the demo retries it, as an operator would -- and an event-service task, whose jobs' event ranges
+are reported one by one and merged by ES merge jobs (docs/event-service.md). Each round runs every agent once (`engine.pipeline`)
 and the pilot simulator; a virtual clock advances a few minutes per round so that waits (scout
 assessment, pending re-checks) pass without anyone waiting for them.
 """
@@ -168,6 +169,16 @@ def spec_tasks() -> list[tuple[str, dict[str, Any]]]:
             "retry": {"max_attempt": 2},
             "scouts": {"skip_scout": True},
             "placement": {"included_sites": [FLAKY_SITE]},
+        }),
+        ("event service", {
+            "name": "mc23_13p6TeV.601229.simul.e8514_s4162_es_demo", "label": "managed", "processing_type": "simul", "priority": 750,
+            "transformation": "Sim_tf.py", "release": "Athena,24.0.40",
+            "command": "--inputEVNTFile=${IN} --outputHITSFile=${OUTPUT0}",
+            "inputs": [{"dataset": EVNT}],
+            "outputs": [{"dataset": "mc23_13p6TeV.601229.simul.HITS.e8514_s4162_es_demo_tid06", "file_template": "HITS.${JEDITASKID}._${SN/P}.pool.root.1"}],
+            "log": {"dataset": "mc23_13p6TeV.601229.simul.log.e8514_s4162_es_demo_tid06", "file_template": "log.${JEDITASKID}._${SN/P}.job.log.tgz.1"},
+            "events": {"n_events_per_range": 250, "max_attempt_es": 3},
+            "scouts": {"skip_scout": True},
         }),
     ]
 

@@ -30,6 +30,8 @@ from typing import Any
 from jedictl.config import Settings
 from jedictl.engine.agent import PassReport
 from jedictl.engine.jobs.dispatcher import DispatchRequest, dispatch_jobs
+from jedictl.engine.jobs.event_outcomes import ingest_event_reports
+from jedictl.engine.jobs.event_reports import EventReport
 from jedictl.engine.jobs.outcomes import ingest_reports, take_heartbeats
 from jedictl.engine.jobs.results import OutputReport
 from jedictl.engine.jobs.reports import ExecutorReport, Heartbeat
@@ -107,6 +109,26 @@ def simulated_report(payload: Mapping[str, Any], events: int, rng: random.Random
         n_events=events, started_at=now, ended_at=now + timedelta(seconds=wall), outputs=outputs)
 
 
+def simulated_ranges(payload: Mapping[str, Any], rng: random.Random, failure_rate: float) -> list[EventReport]:
+    """An event-service job's range reports: each range finished with its pre-merged file, or failed
+    with `failure_rate` (pilot error 1220, as an event-service payload's failed range)."""
+    reports = []
+    for item in payload.get("event_ranges", ()):
+        failed = rng.random() < failure_rate
+        reports.append(EventReport(0, item["event_id"], payload["job_id"], "failed" if failed else "finished", payload.get("attempt_nr"),
+                                   error_code=1220 if failed else None, error_diag="simulated event range failure" if failed else None,
+                                   output_lfn=None if failed else f"{item['lfn']}.{item['start_event']}-{item['end_event']}.es",
+                                   output_size=None if failed else rng.randint(100_000, 50_000_000)))
+    return reports
+
+
+def simulated_es_report(payload: Mapping[str, Any], events: int, rng: random.Random, now: datetime, failure_rate: float,
+                        mix: Sequence[SimError], seconds: float) -> ExecutorReport:
+    """An event-service job's own report: it writes no final output (its ES merge job does)."""
+    report = simulated_report({**payload, "outputs": []}, events, rng, now, failure_rate, mix, seconds)
+    return report._replace(outputs=())
+
+
 def _guid(rng: random.Random) -> str:
     value = f"{rng.getrandbits(128):032x}"
     return f"{value[:8]}-{value[8:12]}-{value[12:16]}-{value[16:20]}-{value[20:]}".upper()
@@ -141,13 +163,24 @@ def simulate_pass(store: Any, settings: Settings, now: datetime, rng: random.Ran
                         settings.report.batch_size)
         with store.read() as conn:
             events = job_store.input_events(conn, [p["job_id"] for p in payloads])
-        outcomes = [simulated_report(p, events.get(p["job_id"], 0), rng, now, rate, mix, seconds_per_event(settings, p))
+        range_reports = [r for p in payloads if p.get("event_service") and p.get("kind") != "esmerge" for r in simulated_ranges(p, rng, rate)]
+        if range_reports:
+            ingest_event_reports(store, range_reports, now)
+        for p in payloads:
+            if p.get("event_service"):
+                # An event-service job's events are its ranges (processed ones, or those merged).
+                events[p["job_id"]] = sum(r["end_event"] - r["start_event"] + 1 for r in p.get("event_ranges", ()))
+        outcomes = [simulated_es_report(p, events.get(p["job_id"], 0), rng, now, rate, mix, seconds_per_event(settings, p))
+                    if p.get("event_service") and p.get("kind") != "esmerge" else
+                    simulated_report(p, events.get(p["job_id"], 0), rng, now, rate, mix, seconds_per_event(settings, p))
                     for p in payloads]
         results = ingest_reports(store, outcomes, settings, now)
         ended = [r for r in results if r.outcome == "applied"]
         refused = [r for r in results if r.outcome in ("refused", "conflict")]
         report.add("error" if refused else "ran", site=site, jobs=len(payloads),
-                   finished=sum(1 for r in ended if r.status == "finished"), failed=sum(1 for r in ended if r.status != "finished"),
+                   # an event-service job whose ranges all went well goes `merging` (its ES merge job finishes it)
+                   finished=sum(1 for r in ended if r.status in ("finished", "merging")),
+                   failed=sum(1 for r in ended if r.status not in ("finished", "merging")),
                    reason="; ".join(r.reason for r in refused[:3]) or None)
     report.counts["jobs"] = sum(item.get("jobs", 0) for item in report.items)
     report.counts["finished"] = sum(item.get("finished", 0) for item in report.items)

@@ -16,7 +16,7 @@ from typing import Any, Iterator, Mapping, get_type_hints
 
 from jedictl.errors import BadInput
 
-SECTIONS = ("split", "retry", "scouts", "completion", "dependencies", "placement", "merge", "resources")
+SECTIONS = ("split", "retry", "scouts", "completion", "dependencies", "placement", "merge", "resources", "events")
 #: The widest value an integer option may take when it declares no maximum of its own (an INTEGER column).
 INT32_MAX = 2**31 - 1
 
@@ -136,6 +136,12 @@ class TaskOptions:
     io_intensity_unit: str | None = _opt("resources", "ioIntensityUnit", "unit of io_intensity")
     merge_ram_count: int | None = _opt("resources", "mergeRamCount", "RAM of merge jobs (MB)", None, 0)
     merge_core_count: int | None = _opt("resources", "mergeCoreCount", "cores of merge jobs", None, 1)
+    # --- event service (seed 000 "Event server", "Final status of Event Service jobs"; docs/event-service.md)
+    event_service: bool | None = _opt("events", "eventService", "an event-service task: each job takes one input file whose events are handed to its executor as ranges, reported one by one (jobs events report), and merged by an ES merge job")
+    n_events_per_range: int | None = _opt("events", "nEventsPerWorker", "events per event range (default 100); sets event_service", "ES", 1)
+    max_attempt_es: int | None = _opt("events", "maxAttemptES", "attempts per event range (default 3)", "XA", 1, 100)
+    n_jumbo_jobs: int | None = _opt("events", "nJumboJobs", "jumbo jobs the task may have once the jumbo watchdog enables them (0: none; default jumbo.per_task)", "NJ", 0, 1000)
+    max_jumbo_per_site: int | None = _opt("events", "maxJumboPerSite", "jumbo jobs of the task per jumbo site (default jumbo.per_site)", "MJ", 1, 1000)
 
     def as_dict(self) -> dict[str, Any]:
         """Only the options that are set, for storage and display."""
@@ -293,11 +299,37 @@ def build_options(values: Mapping[str, Any], path_of: Mapping[str, str]) -> Task
         raise BadInput(f"is larger than {path_of.get('n_max_files_per_job', 'n_max_files_per_job')}", path_of.get("n_files_per_job", "n_files_per_job"))
     if options.add_nth_field_to_lfn and not re.fullmatch(r"\d+(,\d+)*", options.add_nth_field_to_lfn):
         raise BadInput("must be a comma list of field numbers", path_of.get("add_nth_field_to_lfn", "add_nth_field_to_lfn"))
+    options = _event_service_rules(options, path_of)
     merge_settings = [name for name in ("n_files_per_merge_job", "n_events_per_merge_job", "n_gb_per_merge_job", "n_max_files_per_merge_job")
                       if getattr(options, name) is not None]
     if merge_settings and not options.merge_output:
         raise BadInput(f"needs {path_of.get('merge_output', 'merge_output')}", path_of.get(merge_settings[0], merge_settings[0]))
     return options
+
+
+def _event_service_rules(options: TaskOptions, path_of: Mapping[str, str]) -> TaskOptions:
+    """nEventsPerWorker makes an event-service task (PanDA); such a task's job takes one input file, whose
+    events are its ranges -- so event-level splitting and pre-merge outputs have no meaning there."""
+    here = path_of.get("event_service", "event_service")
+    if options.event_service is False and (options.n_events_per_range or options.max_attempt_es):
+        other = "n_events_per_range" if options.n_events_per_range else "max_attempt_es"
+        raise BadInput(f"is false but {path_of.get(other, other)} asks for an event-service task", here)
+    if not (options.event_service or options.n_events_per_range):
+        for name in ("max_attempt_es", "n_jumbo_jobs", "max_jumbo_per_site"):
+            if getattr(options, name) is not None:
+                wanted = here if "event_service" in path_of else "event_service (eventService)"
+                raise BadInput(f"needs {wanted}: ranges exist only in event-service tasks", path_of.get(name, name))
+        return options
+    for name, reason in (("n_events_per_job", "an event-service job's events are its ranges (use n_events_per_range)"),
+                         ("tgt_num_events_per_job", "an event-service job's events are its ranges (use n_events_per_range)"),
+                         ("merge_output", "the ES merge step merges an event-service job's outputs"),
+                         ("n_gb_per_job", "an event-service job takes one input file")):
+        if getattr(options, name) not in (None, False):
+            raise BadInput(f"cannot be combined with an event-service task: {reason}", path_of.get(name, name))
+    if options.n_files_per_job not in (None, 1):
+        raise BadInput("must be 1 in an event-service task (one input file per job, split into event ranges)",
+                       path_of.get("n_files_per_job", "n_files_per_job"))
+    return dataclasses.replace(options, event_service=True, n_files_per_job=1)
 
 
 def skip_task_ids(value: str | None) -> list[int]:

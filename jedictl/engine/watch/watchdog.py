@@ -17,7 +17,9 @@ In order, each over at most `watchdog.limit` tasks:
 7. running tasks nearly done get priority 900 and the Express share;
 8. running tasks whose jobs fail too often are paused (watchdog.pause_failure_rate, off by default);
 9. tasks that reached their goal are finished softly;
-10. finishing tasks with no live job left become `passed` (engine.commando.commands.settle_pass).
+10. finishing tasks with no live job left become `passed` (engine.commando.commands.settle_pass);
+11. the jumbo watchdog (engine.watch.jumbo): jumbo jobs switched on and off in event-service tasks,
+    made at jumbo sites, and co-jumbo jobs with nothing left to do ended.
 
 Decisions are the pure functions of engine.watch.policy; each action is written in a transaction
 of its own that first takes the task's lease (so an agent working on the task is never overtaken)
@@ -53,6 +55,7 @@ from jedictl.engine.watch.policy import (
 )
 from jedictl.engine.commando.commands import Request, run_command, settle_pass
 from jedictl.engine.watch.activation import activate_assigned
+from jedictl.engine.watch.jumbo import jumbo_step
 from jedictl.engine.watch.reassignment import rebalance
 from jedictl.engine.watch.user_caps import apply_job_caps, transfer_throttles
 from jedictl.engine.jobs.builds import settle_builds
@@ -82,7 +85,7 @@ def watch_pass(store: Any, settings: Settings, owner: str, now: datetime, limit:
     for step in (watchdog.leases, watchdog.pending, watchdog.exhausted, watchdog.activate, watchdog.job_timeouts, watchdog.user_jobs,
                  watchdog.reassign,
                  watchdog.throttle, watchdog.transfers, watchdog.release_throttled, watchdog.boost, watchdog.pause, watchdog.goals,
-                 watchdog.settle):
+                 watchdog.settle, watchdog.jumbo):
         try:
             step()
         except Exception as exc:  # noqa: BLE001 - one failing action must not stop the others (a store refusing us does)
@@ -141,6 +144,11 @@ class Watchdog:
         for item in expired.items:
             outcome = "job_timeout" if item["outcome"] == "closed" else "skipped"
             self.report.add(outcome, job_id=item["job_id"], reason=item.get("reason"))
+
+    def jumbo(self) -> None:
+        """The jumbo watchdog (engine.watch.jumbo)."""
+        for item in jumbo_step(self.store, self.settings, self.now):
+            self.report.add(item.pop("action"), **item)
 
     def user_jobs(self) -> None:
         # After the timeouts (closed jobs no longer run) and the activation (jobs just activated count).

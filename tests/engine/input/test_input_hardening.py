@@ -161,9 +161,9 @@ def test_free_form_values_nest_at_most_32_deep():
 
 def test_the_submitted_document_must_be_storable():
     """PanDA's unknown keys are stored as given: a NUL or NaN in one broke the insert on PostgreSQL."""
-    document = {"taskName": "t.1", "vo": "wlcg", "prodSourceLabel": "managed", "nJumboJobs": {"x": "\x00"},
+    document = {"taskName": "t.1", "vo": "wlcg", "prodSourceLabel": "managed", "usePrefetcher": {"x": "\x00"},
                 "jobParameters": [{"type": "template", "param_type": "output", "dataset": "ds.out", "value": "--out=o.${SN}"}]}
-    assert refused(parse_definition, document, user=None, default_user="me") == "nJumboJobs.x: must not contain NUL characters"
+    assert refused(parse_definition, document, user=None, default_user="me") == "usePrefetcher.x: must not contain NUL characters"
 
 
 @pytest.mark.parametrize("pattern,text", [(NAME_RE, "ds.in\n"), (USER_RE, "bob\n"), (STREAM_RE, "IN\n")])
