@@ -1,4 +1,4 @@
-"""`jedictl jobs`: list and show jobs; dispatch, heartbeat and report them (executors); kill them."""
+"""`jedictl jobs`: list and show jobs; dispatch, heartbeat and report them (executors); kill and resubmit them."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from jedictl.commands._app import App
 from jedictl.commands._common import ColumnsOpt, WideOpt, context
 from jedictl.commands.jobs_dispatch import dispatch
 from jedictl.commands.jobs_report import heartbeat, kill, report
+from jedictl.commands.jobs_subjobs import resubmit
 from jedictl.output import View
 
 app = App(help="Jobs: inspect them; executors pull and report them.", no_args_is_help=True)
@@ -62,3 +63,4 @@ app.command("dispatch")(dispatch)
 app.command("heartbeat")(heartbeat)
 app.command("report")(report)
 app.command("kill")(kill)
+app.command("resubmit")(resubmit)

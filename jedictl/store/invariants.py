@@ -398,9 +398,45 @@ def events_of_changes(conn: Connection) -> list[str]:
             for r in rows]
 
 
+def resubmitted_jobs_gave_their_input_back(conn: Connection) -> list[str]:
+    """A job is resubmitted at most once (`job_resubmissions` is keyed by the job), from an end that allows
+    it, and its resubmission gave its input back (docs/subjobs.md): the row names a job of its task that
+    is failed, cancelled or closed -- the status it records -- and none of the job's tracked input records
+    is still `failed` with the job as its last (the work the resubmission promised to run again)."""
+    from jedictl.store.schema import job_resubmissions
+
+    r = job_resubmissions.c
+    rows = conn.execute(
+        select(r.job_id, r.task_id, r.job_status, jobs.c.id.label("found"), jobs.c.task_id.label("job_task"), jobs.c.status)
+        .outerjoin(jobs, jobs.c.id == r.job_id)
+        .where(or_(jobs.c.id.is_(None), jobs.c.task_id != r.task_id, jobs.c.status != r.job_status,
+                   jobs.c.status.notin_(("failed", "cancelled", "closed"))))
+        .order_by(r.job_id).limit(100))
+    problems = []
+    for row in rows:
+        where = f"job {row.job_id} (task {row.task_id}) was resubmitted"
+        if row.found is None:
+            problems.append(f"{where} but does not exist")
+        elif row.job_task != row.task_id:
+            problems.append(f"{where} but belongs to task {row.job_task}")
+        elif row.status not in ("failed", "cancelled", "closed"):
+            problems.append(f"{where} but is {row.status}: only a failed or killed job is resubmitted")
+        else:
+            problems.append(f"{where} as {row.job_status} but is {row.status}")
+    kept = conn.execute(
+        select(r.job_id, r.task_id, func.count(files.c.id), func.min(files.c.id))
+        .join(files, and_(files.c.job_id == r.job_id, files.c.task_id == r.task_id))
+        .where(files.c.status == FileStatus.FAILED.value, files.c.keep_track.is_(True), files.c.type.in_(INPUT_TYPES))
+        .group_by(r.job_id, r.task_id).order_by(r.job_id).limit(100))
+    problems += [f"job {job_id} (task {task_id}) was resubmitted but {n} of its input records (record {first} first) are still failed "
+                 "with it as their last job" for job_id, task_id, n, first in kept]
+    return problems
+
+
 CHECKS = (dataset_counters, leases_of_final_tasks, files_in_one_live_job, retry_history, records_of_live_jobs, work_done_once,
           live_jobs_of_ended_tasks, outputs_registered_once, inputs_of_ended_tasks, assigned_jobs_await_input, outputs_of_one_task,
-          site_datasets_in_their_container, throttled_jobs_are_released, many_time_not_consumed, events_of_changes)
+          site_datasets_in_their_container, throttled_jobs_are_released, many_time_not_consumed, events_of_changes,
+          resubmitted_jobs_gave_their_input_back)
 
 
 def check_all(conn: Connection, *, dead_owners: Sequence[str] = (), no_live_passes: bool = False) -> list[str]:

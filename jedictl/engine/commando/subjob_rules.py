@@ -1,0 +1,124 @@
+"""Ganga's subjob operations on jedictl's jobs (seed 003 "GPI operations on subjobs", "Subjob submission",
+"Subjob monitoring, kill, resubmit"; docs/subjobs.md): when a job may be resubmitted, what its
+resubmission writes, and how the numbering of the two systems meets. Pure.
+
+A task is Ganga's master job and its jobs are the subjobs. Ganga resubmits the same subjob; jedictl,
+like JEDI, never sends a job through its states twice (peers.md §5 lesson 5): a job is an attempt, and
+resubmitting it gives its input one more attempt, from which the next `generate` makes the new job --
+linked to the old one in `job_retry_history`, as every retry is. So a resubmission is `task retry`
+restricted to one job's input (the same reset, `rules.plan_retry`, with exactly one attempt more),
+taken only where the automatic retry gave up: every tracked input record of the job is `failed`, at
+the attempt the job left it, with the job as its last.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from jedictl.engine.commando.rules import plan_retry
+from jedictl.engine.task.final_status import DatasetRecord
+from jedictl.model import FileStatus, JobStatus, TaskStatus
+from jedictl.model.files import FileRecord
+
+#: A job is resubmitted from these statuses only (Ganga: failed or killed subjobs).
+RESUBMITTABLE_JOBS = frozenset({JobStatus.FAILED.value, JobStatus.CANCELLED.value, JobStatus.CLOSED.value})
+#: Tasks whose jobs are resubmitted as they are: the next `generate` takes the input given back.
+LIVE_TASKS = frozenset({TaskStatus.READY.value, TaskStatus.SCOUTING.value, TaskStatus.RUNNING.value})
+#: Ended tasks a resubmission reopens (to `ready`, as `task retry` does): Ganga's master goes from any
+#: state back to submitted when one of its subjobs is resubmitted.
+REOPENED_TASKS = frozenset({TaskStatus.FINISHED.value, TaskStatus.FAILED.value})
+
+
+@dataclass(frozen=True)
+class InputRecord:
+    """One input record of the job being resubmitted, as it is now."""
+
+    file: FileRecord
+    lfn: str
+    last_job_id: int | None  # the job that holds (or held last) the record
+    job_attempt_nr: int  # the attempt this job ran it at
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """The job as a resubmission judges it."""
+
+    ref: str  # "12.3"
+    job_id: int
+    status: str
+    kind: str
+    resubmitted_at: Any  # when it already was, else None
+    task_id: int
+    task_status: str
+    leased_by: str | None  # an agent pass holding the task now (lease not expired), else None
+    inputs: tuple[InputRecord, ...]
+    no_retry_rule: str | None = None  # "retry rule 4 (pilot:1099)": a no_retry rule matches its error
+
+
+@dataclass(frozen=True)
+class ResubmitPlan:
+    files: tuple[tuple[int, int, Mapping[str, Any]], ...]  # (file id, attempt it is at, new values)
+    datasets: tuple[tuple[int, Mapping[str, int], str | None], ...]  # (dataset id, counter deltas, new status)
+    task_status: str | None  # the task's new status (an ended task reopened), None: unchanged
+
+
+def refusal(job: Candidate) -> str | None:
+    """Why the job is not resubmitted (one line naming it), or None."""
+    ref = f"job {job.ref}"
+    if job.resubmitted_at is not None:
+        return f"{ref} was already resubmitted (at {job.resubmitted_at:%Y-%m-%d %H:%M:%S})"
+    if job.status == JobStatus.FINISHED.value:
+        return f"{ref} finished: only a failed or killed job is resubmitted (`jedictl jobs copy {job.ref}` runs its input again as a new task)"
+    if job.status not in RESUBMITTABLE_JOBS:
+        return f"{ref} is {job.status}: only a job that ended failed, cancelled or closed is resubmitted (kill it first)"
+    if job.kind != "normal":
+        return f"{ref} is a {job.kind} job: its input is merged again by the next merge job at its site, not resubmitted"
+    if job.task_status not in LIVE_TASKS | REOPENED_TASKS:
+        return (f"{ref}: its task {job.task_id} is {job.task_status}; a resubmission takes jobs of a task that is "
+                "ready, scouting, running, finished or failed")
+    tracked = [record for record in job.inputs if record.file.keep_track]
+    if not tracked:
+        return f"{ref} has no input records to run again"
+    for record in tracked:
+        if record.last_job_id != job.job_id:
+            return f"{ref}: its input {record.lfn} is now with job {record.last_job_id} (retried automatically)"
+        if record.file.status == FileStatus.READY.value:
+            return f"{ref}: its input {record.lfn} is back in the pool with attempts left; the next generate retries it"
+        if record.file.status != FileStatus.FAILED.value:
+            return f"{ref}: its input {record.lfn} is {record.file.status}"
+    if job.no_retry_rule:
+        return (f"{ref}: {job.no_retry_rule} says no_retry for its error, so retrying cannot help; "
+                f"`jedictl task retry {job.task_id}` overrides the rules for the whole task")
+    if job.leased_by:
+        return f"{ref}: task {job.task_id} is leased by {job.leased_by} (an agent pass is working on it); try again"
+    return None
+
+
+def plan(job: Candidate, datasets: Sequence[DatasetRecord]) -> ResubmitPlan | str:
+    """What resubmitting the job (`refusal` said yes) writes, or why it cannot: its tracked input records
+    back to `ready` with one attempt (and one failure) more than they had, the counters given back, and an
+    ended task reopened to `ready` with its datasets as `task retry` leaves them."""
+    records = [record.file for record in job.inputs if record.file.keep_track]
+    reopen = job.task_status in REOPENED_TASKS
+    retry = plan_retry(job.task_status if reopen else TaskStatus.FAILED.value, None, datasets, records, attempt_increase=1)
+    if retry.outcome != "retried":
+        return f"job {job.ref}: {retry.reason or 'its input cannot be given another attempt'}"
+    at = {record.id: record.attempt_nr for record in records}
+    files = tuple((change.file_id, at[change.file_id], {k: (str(v) if k == "status" else v) for k, v in change.values.items()})
+                  for change in retry.files if change.file_id in at)
+    if len(files) != len(records):
+        return f"job {job.ref}: {len(records) - len(files)} of its input records cannot be given another attempt"
+    # A live task keeps its datasets' statuses (they are in use); an ended one gets task retry's.
+    dataset_changes = tuple((d.dataset_id, dict(d.deltas), (str(d.status) if reopen and d.status is not None else None))
+                            for d in retry.datasets if d.deltas or reopen)
+    return ResubmitPlan(files, dataset_changes, TaskStatus.READY.value if reopen else None)
+
+
+def subjob_index(subjob_id: int) -> int:
+    """jedictl's TASK.INDEX of Ganga's 0-based subjob id: the task's jobs are numbered from 1 in the order
+    they were made, Ganga's subjobs from 0 in the order the splitter made them."""
+    if subjob_id < 0:
+        raise ValueError("a subjob id is 0 or more")
+    return subjob_id + 1

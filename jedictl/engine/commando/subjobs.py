@@ -1,0 +1,157 @@
+"""Ganga's collective subjob operations (seed 003 "Subjob monitoring, kill, resubmit"; docs/subjobs.md):
+resubmitting jobs, and killing or resubmitting many with Ganga's `keep_going` hint.
+
+keep_going (the default): every job is tried and every failure listed. Without it, the jobs are taken in
+the order given and the first failure stops the operation: it is named, the jobs after it are reported
+`not_attempted`, and what was done before it stays done. Kill with keep_going is the bulk path
+(`jobs.outcomes.kill_jobs`, set-based per batch); without it, kill is emulated one job at a time, as
+Ganga emulates keep_going=False over a bulk backend ("keep_going=True is guaranteed to be always faster").
+
+A resubmission is always an emulated-bulk submission: one transaction per job, which judges the job
+(`subjob_rules.refusal`), records it once (`job_resubmissions`, keyed by the job), gives its input one
+more attempt and -- for an ended task -- reopens the task, all or nothing. So the jobs not resubmitted
+stay as they were (Ganga: "not submitted subjobs ... are left in the new state"), and when none is
+resubmitted the task keeps its previous status (Ganga: "if all subjobs would be in new state after
+submission the entire master job is rolled back"): an ended task is reopened only by a job's
+resubmission that commits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from jedictl.config import Settings
+from jedictl.engine.commando import subjob_rules
+from jedictl.engine.commando.subjob_rules import Candidate, InputRecord
+from jedictl.engine.jobs.outcomes import KillResult, kill_jobs
+from jedictl.engine.jobs.retry_rules import FailedJob, job_errors, select_rule
+from jedictl.engine.task.final_status import DatasetRecord, from_row
+from jedictl.errors import NotFound
+from jedictl.model.files import FileRecord
+from jedictl.store import retry_rules as rule_store
+from jedictl.store import subjobs as subjob_store
+from jedictl.store import task_commands as command_store
+from jedictl.store import tasks as task_store
+
+_NO_LEASE = {"lease_owner": None, "lease_expires_at": None}
+
+
+@dataclass(frozen=True)
+class SubjobResult:
+    job_id: int
+    outcome: str  # resubmitted | refused | not_attempted
+    task_job: str | None
+    status: str | None  # the job's status
+    task_status: str | None  # the task's status after (reopened: ready)
+    reason: str
+
+    def as_item(self) -> dict[str, Any]:
+        return {"outcome": self.outcome, "job_id": self.job_id, "task_job": self.task_job, "status": self.status,
+                "task_status": self.task_status, "reason": self.reason}
+
+
+class _Changed(Exception):
+    """The store moved under the resubmission: its transaction is rolled back whole."""
+
+
+def resubmit_jobs(store: Any, job_ids: Sequence[int], settings: Settings, now: datetime, *, by: str,
+                  keep_going: bool = True) -> list[SubjobResult]:
+    """Resubmit each job in its own transaction, in order; without `keep_going` stop at the first refusal."""
+    results: list[SubjobResult] = []
+    with store.read() as conn:
+        rules = rule_store.load_rules(conn, now)
+    for position, job_id in enumerate(job_ids):
+        result = _resubmit(store, job_id, rules, now, by)
+        results.append(result)
+        if result.outcome != "resubmitted" and not keep_going:
+            results.extend(SubjobResult(later, "not_attempted", None, None, None, f"not attempted: job {result.task_job or job_id} "
+                                        "failed first (--no-keep-going)") for later in job_ids[position + 1:])
+            break
+    return results
+
+
+def task_resubmittable(store: Any, task_id: int) -> list[int]:
+    """The failed subjobs of a task (`jobs resubmit --task`), in TASK.INDEX order; NotFound for no task."""
+    with store.read() as conn:
+        if task_store.get_task(conn, task_id) is None:
+            raise NotFound(f"task {task_id} does not exist")
+        return subjob_store.resubmittable_jobs(conn, task_id)
+
+
+def _resubmit(store: Any, job_id: int, rules: Sequence[Any], now: datetime, by: str) -> SubjobResult:
+    try:
+        with store.begin() as conn:
+            row = subjob_store.read_job(conn, job_id)
+            if row is None:
+                return SubjobResult(job_id, "refused", None, None, None, f"unknown job {job_id}")
+            ref = f"{row.task_id}.{row.task_job_index}"
+            task = command_store.lock_task(conn, row.task_id)  # the task first, then its records: every writer's order
+            job = _candidate(conn, row, ref, task, rules, now)
+            reason = subjob_rules.refusal(job)
+            if reason is None:
+                decided = subjob_rules.plan(job, [from_row(DatasetRecord, d) for d in command_store.datasets_of(conn, task.id)])
+                if isinstance(decided, str):
+                    reason = decided
+            if reason is not None:
+                return SubjobResult(job_id, "refused", ref, row.status, task.status, reason)
+            if not subjob_store.record_resubmission(conn, job_id, task.id, row.status, task.status, len(decided.files), by, now):
+                return SubjobResult(job_id, "refused", ref, row.status, task.status, f"job {ref} was already resubmitted (just now)")
+            if subjob_store.reset_inputs(conn, job_id, decided.files) != len(decided.files):
+                raise _Changed(f"job {ref}: its input changed while it was resubmitted; nothing was changed")
+            command_store.change_datasets(conn, decided.datasets, now)
+            task_status = task.status
+            if decided.task_status is not None:
+                if not task_store.change_status(conn, task.id, decided.task_status, [task.status], f"job {ref} resubmitted", by, now,
+                                                old_status=None, frozen_at=None, error_dialog=None, **_NO_LEASE):
+                    raise _Changed(f"job {ref}: task {task.id} changed while the job was resubmitted; nothing was changed")
+                task_status = decided.task_status
+            files = len(decided.files)
+            return SubjobResult(job_id, "resubmitted", ref, row.status, task_status,
+                                f"{files} input record{'s' if files != 1 else ''} back in the pool with one more attempt"
+                                + (f"; task {task.id} reopened ({task.status} -> {task_status})" if task_status != task.status else "")
+                                + "; the next generate makes the new job")
+    except _Changed as exc:
+        return SubjobResult(job_id, "refused", None, None, None, str(exc))
+
+
+def _candidate(conn: Any, row: Any, ref: str, task: Any, rules: Sequence[Any], now: datetime) -> Candidate:
+    inputs = tuple(InputRecord(FileRecord(r.id, r.dataset_id, r.type, r.status, r.attempt_nr, r.max_attempt, r.failed_attempt,
+                                          r.max_failure, bool(r.keep_track)), r.lfn, r.last_job_id, r.job_attempt_nr)
+                   for r in subjob_store.job_inputs(conn, row.id))
+    leased = task.lease_owner if task.lease_owner and task.lease_expires_at and task.lease_expires_at > now else None
+    return Candidate(ref, row.id, row.status, row.kind, row.resubmitted_at, task.id, task.status, leased, inputs,
+                     _no_retry_rule(row, rules, now))
+
+
+def _no_retry_rule(row: Any, rules: Sequence[Any], now: datetime) -> str | None:
+    """The no_retry rule the retry module chose for the job's error, named (None: no such rule)."""
+    errors = job_errors(row.error_source, row.error_code, row.error_diag, row.trans_exit_code)
+    if not rules or not errors:
+        return None
+    failed = FailedJob(row.id, row.attempt_nr, vo=row.vo, prod_source_label=row.prod_source_label, architecture=row.architecture,
+                       release=row.trans_uses, work_queue=row.work_queue, core_count=row.core_count, min_ram_count=row.min_ram_count,
+                       max_pss=row.max_pss, n_events=row.n_events)
+    chosen = select_rule(rules, failed, errors, now)
+    if chosen is None or chosen[0].action != "no_retry" or not chosen[0].active:
+        return None  # a passive rule only reports what it would do
+    rule, error = chosen
+    return f"retry rule {rule.id} ({error.source}:{error.code})"
+
+
+def kill_in_order(store: Any, job_ids: Sequence[int], settings: Settings, now: datetime, *, code: int | None = None,
+                  keep_going: bool = True) -> list[KillResult]:
+    """`jobs kill` with Ganga's keep_going: the bulk kill, or one job at a time stopping at the first refusal."""
+    if keep_going:
+        return kill_jobs(store, job_ids, settings, now, code=code)
+    results: list[KillResult] = []
+    for position, job_id in enumerate(job_ids):
+        result = kill_jobs(store, [job_id], settings, now, code=code)[0]
+        results.append(result)
+        if result.outcome == "refused":
+            results.extend(KillResult(later, "not_attempted", None, f"not attempted: job {job_id} failed first (--no-keep-going)")
+                           for later in job_ids[position + 1:])
+            break
+    return results
