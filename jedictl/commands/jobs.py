@@ -10,7 +10,7 @@ from jedictl.commands._app import App
 from jedictl.commands._common import ColumnsOpt, WideOpt, context
 from jedictl.commands.jobs_dispatch import dispatch
 from jedictl.commands.jobs_report import heartbeat, kill, report
-from jedictl.commands.jobs_subjobs import resubmit
+from jedictl.commands.jobs_subjobs import copy, resubmit
 from jedictl.output import View
 
 app = App(help="Jobs: inspect them; executors pull and report them.", no_args_is_help=True)
@@ -64,3 +64,4 @@ app.command("heartbeat")(heartbeat)
 app.command("report")(report)
 app.command("kill")(kill)
 app.command("resubmit")(resubmit)
+app.command("copy")(copy)

@@ -75,3 +75,34 @@ def subjob_ids(app: AppContext, job_ids: Optional[List[str]], task_id: Optional[
         with app.store().read() as conn:
             ids += resolve_job_ids(conn, [JobRef(task_id=task_id, index=subjob_index(k)) for k in subjobs])
     return ids
+
+
+def copy(
+    ctx: typer.Context,
+    job: Annotated[Optional[str], typer.Argument(metavar="[JOB]", help="The job to copy: an id (4711) or TASK.INDEX (12.3).",
+                                                 show_default=False)] = None,
+    task_id: Annotated[Optional[int], typer.Option("--task", help="With --subjob: the task of Ganga's subjob id.")] = None,
+    subjob: Annotated[Optional[int], typer.Option("--subjob", min=0, metavar="K",
+                                                  help="Ganga's 0-based subjob id within --task: job TASK.(K+1).")] = None,
+) -> None:
+    """Print a new task that runs this job's input files alone, to edit and submit (Ganga's subjob copy).
+
+    The document is the task's own as it was submitted (jedictl spec or PanDA task parameters), with the
+    master input restricted to the job's files (`files`), no parent, and the task name and the output
+    and log datasets suffixed with .copy<TASK>_<INDEX>. It is printed as JSON (-o yaml: YAML); nothing
+    is written: `jedictl jobs copy 12.3 | jedictl submit -` submits it as it is.
+    """
+    app = context(ctx)
+    from jedictl.engine.commando.subjobs import copy_job
+    from jedictl.errors import BadInput
+
+    if job is not None and (task_id is not None or subjob is not None):
+        raise BadInput("name the job once: JOB, or --task ID --subjob K", "JOB")
+    if job is None and (task_id is None or subjob is None):
+        raise BadInput("name the job to copy: JOB, or --task ID --subjob K", "JOB")
+    (job_id,) = subjob_ids(app, [job] if job is not None else None, task_id, [subjob] if subjob is not None else None)
+    document = copy_job(app.store(), job_id)
+    from jedictl.output import render
+
+    # A document to submit, not rows to read: JSON unless YAML is asked for (a table would not submit).
+    render(document, "yaml" if app.output == "yaml" else "json")

@@ -244,3 +244,34 @@ def test_two_racing_resubmissions_resubmit_a_job_once(cli, store, tmp_path):
     inputs = _inputs(store, failed["job_id"])
     assert [(f["status"], f["max_attempt"]) for f in inputs] == [("ready", 2)] * 2  # one attempt more, not two
     _consistent(store)
+
+
+def test_copy_makes_a_new_task_of_one_jobs_input(cli, store, tmp_path):
+    task_id = _task(cli, store, tmp_path, maxAttempt=3)
+    job = cli.json("jobs", "show", f"{task_id}.3", db=store)
+    lfns = sorted(f["lfn"] for f in job["files"] if f["type"] == "input")
+    before = store_dump(store)
+    text = cli("jobs", "copy", "--task", str(task_id), "--subjob", "2", db=store).stdout  # Ganga's subjob 2 = 12.3
+    assert store_dump(store) == before  # a copy is new: nothing is submitted
+    document = json.loads(text)
+    assert document["taskName"] == f"{ONCE['taskName']}.copy{task_id}_3"
+    master = next(item for item in document["jobParameters"] if item.get("param_type") == "input")
+    assert master["files"] == lfns
+    assert {item["dataset"] for item in document["jobParameters"] if item.get("param_type") == "output"} == {f"ds.out.copy{task_id}_3"}
+    assert document["log"]["dataset"] == f"ds.log.copy{task_id}_3"
+    import yaml
+    assert yaml.safe_load(cli("jobs", "copy", f"{task_id}.3", "-o", "yaml", db=store).stdout) == document
+
+    # Submitted as it is, it runs the job's files and nothing else.
+    copy_id = cli.json("submit", "-", db=store, input=text)["task_id"]
+    for agent in (("refine",), ("feed",), ("broker", "--seed", "1"), ("generate", "--seed", "1")):
+        cli(*agent, db=store)
+    made = cli.json("jobs", "list", "--task", str(copy_id), db=store)
+    taken = sorted(f["lfn"] for j in made for f in cli.json("jobs", "show", str(j["job_id"]), db=store)["files"] if f["type"] == "input")
+    assert taken == lfns
+    _consistent(store)
+
+    assert "name the job once" in refused(cli, store, "jobs", "copy", f"{task_id}.3", "--task", str(task_id))
+    assert "name the job to copy" in refused(cli, store, "jobs", "copy", "--task", str(task_id))
+    assert "does not exist" in refused(cli, store, "jobs", "copy", "999999")
+

@@ -122,3 +122,63 @@ def subjob_index(subjob_id: int) -> int:
     if subjob_id < 0:
         raise ValueError("a subjob id is 0 or more")
     return subjob_id + 1
+
+
+# ------------------------------------------------------------------------------------------- copy
+
+_INPUT_PARAM_TYPES = ("input", "pseudo_input")
+_OUTPUT_PARAM_TYPES = ("output", "log")
+
+
+def copy_document(format: str, document: Mapping[str, Any], ref: str, lfns: Sequence[str]) -> dict[str, Any]:
+    """Ganga's `subjob.copy()`: "another job (not subjob)", made new and left to the user to edit and submit.
+
+    The task's document as it was submitted (a jedictl spec or PanDA task parameters), made into a new
+    task that reads the job's master input files alone (`files`, the key both formats have; `offset` is
+    dropped, include/exclude still apply), with no parent, and with its name and its output and log
+    dataset names given the suffix `.copy<TASK>_<INDEX>` -- an output dataset belongs to one task. The
+    secondary inputs, the splitting and everything else are the task's. ValueError when it cannot be done."""
+    suffix = ".copy" + ref.replace(".", "_")
+    copied: dict[str, Any] = _deep_copy(document)
+    files = sorted(dict.fromkeys(lfns))
+    if not files:
+        raise ValueError(f"job {ref} read no input files: there is nothing to copy")
+    if format == "panda":
+        copied["taskName"] = str(copied.get("taskName", "task")) + suffix
+        master = next((item for item in copied.get("jobParameters", []) if isinstance(item, dict)
+                       and item.get("type") == "template" and item.get("param_type") in _INPUT_PARAM_TYPES), None)
+        if master is None or master.get("param_type") == "pseudo_input" or copied.get("noInput"):
+            raise ValueError(f"job {ref} reads no input dataset: its task makes its jobs from no input")
+        master["files"] = files
+        master.pop("offset", None)
+        for item in copied.get("jobParameters", []):
+            if isinstance(item, dict) and item.get("param_type") in _OUTPUT_PARAM_TYPES and item.get("dataset"):
+                item["dataset"] = _renamed(item["dataset"], suffix)
+        for key in ("log", "log_merge"):
+            if isinstance(copied.get(key), dict) and copied[key].get("dataset"):
+                copied[key]["dataset"] = _renamed(copied[key]["dataset"], suffix)
+        return copied
+    copied["name"] = str(copied.get("name", "task")) + suffix
+    copied.pop("parent", None)
+    inputs = copied.get("inputs") or []
+    if copied.get("no_input") or not inputs or not isinstance(inputs[0], dict):
+        raise ValueError(f"job {ref} reads no input dataset: its task makes its jobs from no input")
+    inputs[0]["files"] = files
+    inputs[0].pop("offset", None)
+    for output in [*(copied.get("outputs") or []), copied.get("log")]:
+        if isinstance(output, dict) and output.get("dataset"):
+            output["dataset"] = _renamed(output["dataset"], suffix)
+    return copied
+
+
+def _renamed(name: str, suffix: str) -> str:
+    """`suffix` inside the name: before the trailing `/` of an output container."""
+    return name[:-1] + suffix + "/" if name.endswith("/") else name + suffix
+
+
+def _deep_copy(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {key: _deep_copy(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_deep_copy(item) for item in value]
+    return value

@@ -29,7 +29,7 @@ from jedictl.engine.commando.subjob_rules import Candidate, InputRecord
 from jedictl.engine.jobs.outcomes import KillResult, kill_jobs
 from jedictl.engine.jobs.retry_rules import FailedJob, job_errors, select_rule
 from jedictl.engine.task.final_status import DatasetRecord, from_row
-from jedictl.errors import NotFound
+from jedictl.errors import BadInput, NotFound
 from jedictl.model.files import FileRecord
 from jedictl.store import retry_rules as rule_store
 from jedictl.store import subjobs as subjob_store
@@ -155,3 +155,23 @@ def kill_in_order(store: Any, job_ids: Sequence[int], settings: Settings, now: d
                            for later in job_ids[position + 1:])
             break
     return results
+
+
+def copy_job(store: Any, job_id: int) -> dict[str, Any]:
+    """`jobs copy`: the document of a new task that runs the job's master input files alone
+    (`subjob_rules.copy_document`); NotFound for no such job, BadInput when it cannot be copied."""
+    with store.read() as conn:
+        row = subjob_store.read_job(conn, job_id)
+        if row is None:
+            raise NotFound(f"job {job_id} does not exist")
+        ref = f"{row.task_id}.{row.task_job_index}"
+        if row.kind != "normal":
+            raise BadInput(f"job {ref} is a {row.kind} job: it reads its task's unmerged files, not a copyable input", "JOB")
+        params = task_store.get_params(conn, row.task_id)
+        lfns = [r.lfn for r in subjob_store.job_inputs(conn, job_id) if r.master_id is None and r.type == "input"]
+    if params is None:
+        raise NotFound(f"task {row.task_id} keeps no submitted document")
+    try:
+        return subjob_rules.copy_document(params.format, params.document, ref, lfns)
+    except ValueError as exc:
+        raise BadInput(str(exc), "JOB") from None
