@@ -103,7 +103,8 @@ def test_resubmit_refuses_what_it_cannot_resubmit_and_writes_nothing(cli, store,
     assert store_dump(store) == before
 
     # Bad references: one error line, exit 2, nothing written.
-    assert "Ganga's subjob ids count from 0: give them as --task 1 --subjob 0" in refused(cli, store, "jobs", "resubmit", "1.0")
+    assert "Ganga's subjob 0 of task 1 is job 1.1 (resubmit, kill and copy also take Ganga's ids as --task 1 --subjob 0)" in refused(
+        cli, store, "jobs", "resubmit", "1.0")
     assert "--subjob" in refused(cli, store, "jobs", "resubmit", "--subjob", "0")
     assert "does not exist" in refused(cli, store, "jobs", "resubmit", "--task", "1", "--subjob", "500")
     assert "does not exist" in refused(cli, store, "jobs", "resubmit", "--task", "77")

@@ -33,12 +33,13 @@ def parse_job_ref(text: str) -> JobRef:
     # the drivers would fail on it (OverflowError on SQLite, NumericValueOutOfRange on PostgreSQL).
     if match.group(2) is None:
         return JobRef(job_id=_bounded(first, INT64_MAX, "job id"))
+    task_id = _bounded(first, INT64_MAX, "task id")
     if int(match.group(2)) == 0:
         # Ganga's dotted form "12.0" (subjob 0 of job 12): its ids count from 0, TASK.INDEX from 1, so every
         # other "12.k" would name another job in each system -- refused, not guessed (docs/subjobs.md).
-        raise BadInput(f"{text.strip()}: TASK.INDEX counts from 1 ({first}.1 is the task's first job); "
-                       f"Ganga's subjob ids count from 0: give them as --task {first} --subjob 0", "JOB")
-    return JobRef(task_id=_bounded(first, INT64_MAX, "task id"), index=_bounded(int(match.group(2)), INT32_MAX, "job index"))
+        raise BadInput(f"job index must be at least 1: TASK.INDEX counts from 1, and Ganga's subjob 0 of task {task_id} is job "
+                       f"{task_id}.1 (resubmit, kill and copy also take Ganga's ids as --task {task_id} --subjob 0)", "JOB")
+    return JobRef(task_id=task_id, index=_bounded(int(match.group(2)), INT32_MAX, "job index"))
 
 
 def _bounded(value: int, highest: int, what: str) -> int:
