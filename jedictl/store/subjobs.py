@@ -4,13 +4,15 @@ record that makes a job resubmitted at most once, and the guarded reset of its i
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, and_, exists, insert, select, update
+from sqlalchemy import Connection, exists, select
 from sqlalchemy.exc import IntegrityError
 
+from jedictl.store.bulk import insert_tuples, slices, update_tuples
 from jedictl.store.schema import datasets, files, job_files, job_resubmissions, jobs
 
 #: Job statuses a job is resubmitted from: it failed, or it was killed (by a person or by the system).
@@ -25,24 +27,39 @@ JOB_COLUMNS = (jobs.c.id, jobs.c.task_id, jobs.c.task_job_index, jobs.c.status, 
 
 def read_job(conn: Connection, job_id: int) -> Any:
     """The job as a resubmission judges it, with `resubmitted_at` when it already was (else None)."""
-    return conn.execute(
-        select(*JOB_COLUMNS, job_resubmissions.c.resubmitted_at)
-        .outerjoin(job_resubmissions, job_resubmissions.c.job_id == jobs.c.id)
-        .where(jobs.c.id == job_id)
-    ).first()
+    return read_jobs(conn, [job_id]).get(job_id)
+
+
+def read_jobs(conn: Connection, job_ids: Sequence[int]) -> dict[int, Any]:
+    """`read_job` for many jobs, by id (ids of no job are absent)."""
+    found: dict[int, Any] = {}
+    for part in slices(sorted(set(job_ids))):
+        for row in conn.execute(select(*JOB_COLUMNS, job_resubmissions.c.resubmitted_at)
+                                .outerjoin(job_resubmissions, job_resubmissions.c.job_id == jobs.c.id)
+                                .where(jobs.c.id.in_(list(part)))):
+            found[row.id] = row
+    return found
 
 
 def job_inputs(conn: Connection, job_id: int) -> list[Any]:
     """The job's input records as they are now: the attempt the job used (`job_attempt_nr`), the record's
     status, attempts and the job that holds it last (`last_job_id`), in record-id order."""
-    return list(conn.execute(
-        select(files.c.id, files.c.dataset_id, files.c.type, files.c.status, files.c.attempt_nr, files.c.max_attempt,
-               files.c.failed_attempt, files.c.max_failure, files.c.keep_track, files.c.lfn, files.c.job_id.label("last_job_id"),
-               job_files.c.attempt_nr.label("job_attempt_nr"), datasets.c.master_id)
-        .select_from(job_files.join(files, files.c.id == job_files.c.file_id).join(datasets, datasets.c.id == files.c.dataset_id))
-        .where(job_files.c.job_id == job_id, job_files.c.type.in_(INPUT_TYPES))
-        .order_by(files.c.id)
-    ))
+    return inputs_of_jobs(conn, [job_id]).get(job_id, [])
+
+
+def inputs_of_jobs(conn: Connection, job_ids: Sequence[int]) -> dict[int, list[Any]]:
+    """`job_inputs` of many jobs, by job id."""
+    found: dict[int, list[Any]] = {}
+    for part in slices(sorted(set(job_ids))):
+        query = (select(job_files.c.job_id, files.c.id, files.c.dataset_id, files.c.type, files.c.status, files.c.attempt_nr,
+                        files.c.max_attempt, files.c.failed_attempt, files.c.max_failure, files.c.keep_track, files.c.lfn,
+                        files.c.job_id.label("last_job_id"), job_files.c.attempt_nr.label("job_attempt_nr"), datasets.c.master_id)
+                 .select_from(job_files.join(files, files.c.id == job_files.c.file_id).join(datasets, datasets.c.id == files.c.dataset_id))
+                 .where(job_files.c.job_id.in_(list(part)), job_files.c.type.in_(INPUT_TYPES))
+                 .order_by(files.c.id))
+        for row in conn.execute(query):
+            found.setdefault(row.job_id, []).append(row)
+    return found
 
 
 def resubmittable_jobs(conn: Connection, task_id: int) -> list[int]:
@@ -58,30 +75,33 @@ def resubmittable_jobs(conn: Connection, task_id: int) -> list[int]:
     ).scalars())
 
 
-def record_resubmission(conn: Connection, job_id: int, task_id: int, job_status: str, task_status: str, n_files: int, by: str,
-                        now: datetime) -> bool:
-    """The job's one resubmission row; False when the job already has one (another command resubmitted it,
-    maybe at this very moment: the primary key decides, on both backends). A savepoint keeps the caller's
+RESUBMISSION_COLUMNS = ("job_id", "task_id", "job_status", "task_status", "n_files", "resubmitted_by", "resubmitted_at")
+
+
+def record_resubmissions(conn: Connection, rows: Sequence[Sequence[Any]]) -> bool:
+    """The jobs' resubmission rows (tuples in RESUBMISSION_COLUMNS order), in one bulk insert; False when
+    one of the jobs already has one (another command resubmitted it, maybe at this very moment: the
+    primary key decides, on both backends) -- nothing is written then. A savepoint keeps the caller's
     transaction usable after the refused INSERT."""
     try:
         with conn.begin_nested():
-            conn.execute(insert(job_resubmissions).values(job_id=job_id, task_id=task_id, job_status=job_status, task_status=task_status,
-                                                          n_files=n_files, resubmitted_by=by, resubmitted_at=now))
+            insert_tuples(conn, job_resubmissions, RESUBMISSION_COLUMNS, rows)
     except IntegrityError:
         return False
     return True
 
 
-def reset_inputs(conn: Connection, job_id: int, changes: Sequence[tuple[int, int, dict[str, Any]]]) -> int:
-    """(file id, attempt number the record is at, new values): each record goes back to the pool only if it
-    is still `failed` at that attempt with this job as its last -- the guard that keeps a record from being
-    given back twice. Returns how many records changed (the caller refuses the whole job on fewer)."""
-    changed = 0
-    for file_id, attempt_nr, values in changes:
-        result = conn.execute(update(files).where(and_(files.c.id == file_id, files.c.status == "failed", files.c.attempt_nr == attempt_nr,
-                                                       files.c.job_id == job_id)).values(**values))
-        changed += result.rowcount
-    return changed
+def reset_inputs(conn: Connection, changes: Sequence[tuple[int, int, int, dict[str, Any]]]) -> int:
+    """(job id, file id, attempt number the record is at, new values): each record goes back to the pool
+    only if it is still `failed` at that attempt with that job as its last -- the guard that keeps a record
+    from being given back twice. Changes with the same columns share one executemany. Returns how many
+    records changed (the caller refuses the whole batch on fewer)."""
+    groups: dict[tuple[str, ...], list[tuple]] = defaultdict(list)
+    for job_id, file_id, attempt_nr, values in changes:
+        names = tuple(sorted(values))
+        groups[names].append(tuple(values[name] for name in names) + (file_id, attempt_nr, job_id))
+    return sum(update_tuples(conn, files, names, ("id", "attempt_nr", "job_id"), rows, guard="status = 'failed'")
+               for names, rows in groups.items())
 
 
 def resubmissions_of(conn: Connection, task_id: int) -> list[Any]:

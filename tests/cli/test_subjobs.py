@@ -276,3 +276,40 @@ def test_copy_makes_a_new_task_of_one_jobs_input(cli, store, tmp_path):
     assert "name the job to copy" in refused(cli, store, "jobs", "copy", "--task", str(task_id))
     assert "does not exist" in refused(cli, store, "jobs", "copy", "999999")
 
+
+
+
+def test_a_resubmission_that_loses_the_race_in_a_batch_is_told_and_the_others_go_through(cli, store, tmp_path, monkeypatch):
+    """The guard under the judgement: a batch judged on rows read before another command committed (the
+    first job looked failed and not yet resubmitted) meets that job's row at its INSERT; the batch is
+    rolled back and each job is tried on its own -- the one resubmitted meanwhile is refused, the other
+    goes through, and no input is given back twice."""
+    from datetime import datetime
+
+    from jedictl.config import load_settings
+    from jedictl.engine.commando import subjobs
+    from jedictl.store import subjobs as subjob_store
+    from jedictl.store.database import open_store
+
+    _task(cli, store, tmp_path)
+    first, second = _dispatch_all(cli, store)[:2]
+    _report(cli, store, _failed(first), _failed(second))
+    opened = open_store(store)
+    try:
+        with opened.read() as conn:  # what the slower command read before the faster one committed
+            stale_jobs = subjob_store.read_jobs(conn, [first["job_id"]])
+            stale_inputs = subjob_store.inputs_of_jobs(conn, [first["job_id"]])
+        assert _resubmit(cli, store, first["task_job"])["items"][0]["outcome"] == "resubmitted"
+        live_jobs, live_inputs = subjob_store.read_jobs, subjob_store.inputs_of_jobs
+        monkeypatch.setattr(subjob_store, "read_jobs", lambda conn, ids: {**live_jobs(conn, ids), **{
+            k: v for k, v in stale_jobs.items() if k in ids}})
+        monkeypatch.setattr(subjob_store, "inputs_of_jobs", lambda conn, ids: {**live_inputs(conn, ids), **{
+            k: v for k, v in stale_inputs.items() if k in ids}})
+        results = subjobs.resubmit_jobs(opened, [first["job_id"], second["job_id"]], load_settings().settings, datetime(2030, 1, 1),
+                                        by="t")
+    finally:
+        opened.close()
+    assert [(r.job_id, r.outcome) for r in results] == [(first["job_id"], "refused"), (second["job_id"], "resubmitted")]
+    assert results[0].reason == f"job {first['task_job']} was already resubmitted (just now)"
+    assert [(f["status"], f["max_attempt"]) for f in _inputs(store, first["job_id"])] == [("ready", 2)] * 2  # given back once
+    _consistent(store)

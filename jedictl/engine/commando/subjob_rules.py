@@ -96,20 +96,23 @@ def refusal(job: Candidate) -> str | None:
     return None
 
 
-def plan(job: Candidate, datasets: Sequence[DatasetRecord]) -> ResubmitPlan | str:
-    """What resubmitting the job (`refusal` said yes) writes, or why it cannot: its tracked input records
-    back to `ready` with one attempt (and one failure) more than they had, the counters given back, and an
-    ended task reopened to `ready` with its datasets as `task retry` leaves them."""
-    records = [record.file for record in job.inputs if record.file.keep_track]
-    reopen = job.task_status in REOPENED_TASKS
-    retry = plan_retry(job.task_status if reopen else TaskStatus.FAILED.value, None, datasets, records, attempt_increase=1)
+def plan(jobs: Sequence[Candidate], datasets: Sequence[DatasetRecord]) -> ResubmitPlan | str:
+    """What resubmitting jobs of one task (each accepted by `refusal`) writes, or why it cannot: their
+    tracked input records back to `ready` with one attempt (and one failure) more than they had, the
+    counters given back once for them all, and an ended task reopened to `ready` with its datasets as
+    `task retry` leaves them."""
+    records = [record.file for job in jobs for record in job.inputs if record.file.keep_track]
+    task_status = jobs[0].task_status
+    refs = ", ".join(job.ref for job in jobs)
+    reopen = task_status in REOPENED_TASKS
+    retry = plan_retry(task_status if reopen else TaskStatus.FAILED.value, None, datasets, records, attempt_increase=1)
     if retry.outcome != "retried":
-        return f"job {job.ref}: {retry.reason or 'its input cannot be given another attempt'}"
+        return f"job {refs}: {retry.reason or 'its input cannot be given another attempt'}"
     at = {record.id: record.attempt_nr for record in records}
     files = tuple((change.file_id, at[change.file_id], {k: (str(v) if k == "status" else v) for k, v in change.values.items()})
                   for change in retry.files if change.file_id in at)
     if len(files) != len(records):
-        return f"job {job.ref}: {len(records) - len(files)} of its input records cannot be given another attempt"
+        return f"job {refs}: {len(records) - len(files)} of the input records cannot be given another attempt"
     # A live task keeps its datasets' statuses (they are in use); an ended one gets task retry's.
     dataset_changes = tuple((d.dataset_id, dict(d.deltas), (str(d.status) if reopen and d.status is not None else None))
                             for d in retry.datasets if d.deltas or reopen)

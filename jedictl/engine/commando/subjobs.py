@@ -3,17 +3,19 @@ resubmitting jobs, and killing or resubmitting many with Ganga's `keep_going` hi
 
 keep_going (the default): every job is tried and every failure listed. Without it, the jobs are taken in
 the order given and the first failure stops the operation: it is named, the jobs after it are reported
-`not_attempted`, and what was done before it stays done. Kill with keep_going is the bulk path
-(`jobs.outcomes.kill_jobs`, set-based per batch); without it, kill is emulated one job at a time, as
-Ganga emulates keep_going=False over a bulk backend ("keep_going=True is guaranteed to be always faster").
+`not_attempted`, and what was done before it stays done. With keep_going, kill and resubmit are bulk
+paths (a batch of jobs per transaction, set-based reads and writes); without it they are emulated one
+job at a time, as Ganga emulates keep_going=False over a bulk backend ("keep_going=True is guaranteed to
+be always faster").
 
-A resubmission is always an emulated-bulk submission: one transaction per job, which judges the job
-(`subjob_rules.refusal`), records it once (`job_resubmissions`, keyed by the job), gives its input one
-more attempt and -- for an ended task -- reopens the task, all or nothing. So the jobs not resubmitted
-stay as they were (Ganga: "not submitted subjobs ... are left in the new state"), and when none is
-resubmitted the task keeps its previous status (Ganga: "if all subjobs would be in new state after
-submission the entire master job is rolled back"): an ended task is reopened only by a job's
-resubmission that commits.
+A resubmission transaction locks the jobs' tasks, judges every job (`subjob_rules.refusal`) before it
+writes anything, then records the accepted ones once (`job_resubmissions`, keyed by the job), gives
+their input one more attempt and -- for an ended task -- reopens the task, all or nothing. So the jobs
+not resubmitted stay as they were (Ganga: "not submitted subjobs ... are left in the new state"), and
+when none is resubmitted the task keeps its previous status (Ganga: "if all subjobs would be in new
+state after submission the entire master job is rolled back"): an ended task is reopened only by a
+resubmission that commits. A batch whose guarded writes find the store changed (a racing command
+resubmitted one of its jobs) is rolled back and redone job by job, so only that job is refused.
 """
 
 from __future__ import annotations
@@ -56,19 +58,29 @@ class SubjobResult:
 class _Changed(Exception):
     """The store moved under the resubmission: its transaction is rolled back whole."""
 
+    def __init__(self, ref: str | None, message: str):
+        super().__init__(message)
+        self.ref = ref
+
 
 def resubmit_jobs(store: Any, job_ids: Sequence[int], settings: Settings, now: datetime, *, by: str,
-                  keep_going: bool = True) -> list[SubjobResult]:
-    """Resubmit each job in its own transaction, in order; without `keep_going` stop at the first refusal."""
+                  keep_going: bool = True, batch_size: int = 500) -> list[SubjobResult]:
+    """Resubmit jobs in order. Keeping going, a batch of jobs per transaction (set-based reads and
+    writes); without `keep_going`, one job per transaction, stopping at the first refusal."""
     results: list[SubjobResult] = []
     with store.read() as conn:
         rules = rule_store.load_rules(conn, now)
-    for position, job_id in enumerate(job_ids):
-        result = _resubmit(store, job_id, rules, now, by)
-        results.append(result)
-        if result.outcome != "resubmitted" and not keep_going:
-            results.extend(SubjobResult(later, "not_attempted", None, None, None, f"not attempted: job {result.task_job or job_id} "
-                                        "failed first (--no-keep-going)") for later in job_ids[position + 1:])
+    size = max(batch_size, 1) if keep_going else 1
+    for start in range(0, len(job_ids), size):
+        batch = list(job_ids[start:start + size])
+        done = _resubmit_batch(store, batch, rules, now, by)
+        if done is None:  # the store moved under the batch (a racing command): each job on its own
+            done = [outcome for job_id in batch for outcome in (_resubmit_batch(store, [job_id], rules, now, by) or [])]
+        results.extend(done)
+        stop = next((result for result in done if result.outcome != "resubmitted"), None)
+        if stop is not None and not keep_going:
+            results.extend(SubjobResult(later, "not_attempted", None, None, None, f"not attempted: job {stop.task_job or stop.job_id} "
+                                        "failed first (--no-keep-going)") for later in job_ids[start + size:])
             break
     return results
 
@@ -81,49 +93,75 @@ def task_resubmittable(store: Any, task_id: int) -> list[int]:
         return subjob_store.resubmittable_jobs(conn, task_id)
 
 
-def _resubmit(store: Any, job_id: int, rules: Sequence[Any], now: datetime, by: str) -> SubjobResult:
+def _resubmit_batch(store: Any, job_ids: Sequence[int], rules: Sequence[Any], now: datetime, by: str) -> list[SubjobResult] | None:
+    """One transaction: lock the jobs' tasks, judge every job, write the accepted ones together -- or
+    nothing. None when a guarded write found the store changed (a racing resubmission) and there is more
+    than one job to tell apart; for one job that is its refusal."""
     try:
         with store.begin() as conn:
-            row = subjob_store.read_job(conn, job_id)
-            if row is None:
-                return SubjobResult(job_id, "refused", None, None, None, f"unknown job {job_id}")
-            ref = f"{row.task_id}.{row.task_job_index}"
-            task = command_store.lock_task(conn, row.task_id)  # the task first, then its records: every writer's order
-            job = _candidate(conn, row, ref, task, rules, now)
-            reason = subjob_rules.refusal(job)
-            if reason is None:
-                decided = subjob_rules.plan(job, [from_row(DatasetRecord, d) for d in command_store.datasets_of(conn, task.id)])
-                if isinstance(decided, str):
-                    reason = decided
-            if reason is not None:
-                return SubjobResult(job_id, "refused", ref, row.status, task.status, reason)
-            if not subjob_store.record_resubmission(conn, job_id, task.id, row.status, task.status, len(decided.files), by, now):
-                return SubjobResult(job_id, "refused", ref, row.status, task.status, f"job {ref} was already resubmitted (just now)")
-            if subjob_store.reset_inputs(conn, job_id, decided.files) != len(decided.files):
-                raise _Changed(f"job {ref}: its input changed while it was resubmitted; nothing was changed")
-            command_store.change_datasets(conn, decided.datasets, now)
-            task_status = task.status
-            if decided.task_status is not None:
-                if not task_store.change_status(conn, task.id, decided.task_status, [task.status], f"job {ref} resubmitted", by, now,
-                                                old_status=None, frozen_at=None, error_dialog=None, **_NO_LEASE):
-                    raise _Changed(f"job {ref}: task {task.id} changed while the job was resubmitted; nothing was changed")
-                task_status = decided.task_status
-            files = len(decided.files)
-            return SubjobResult(job_id, "resubmitted", ref, row.status, task_status,
-                                f"{files} input record{'s' if files != 1 else ''} back in the pool with one more attempt"
-                                + (f"; task {task.id} reopened ({task.status} -> {task_status})" if task_status != task.status else "")
-                                + "; the next generate makes the new job")
+            return _judge_and_write(conn, job_ids, rules, now, by)
     except _Changed as exc:
-        return SubjobResult(job_id, "refused", None, None, None, str(exc))
+        if len(job_ids) > 1:
+            return None
+        return [SubjobResult(job_ids[0], "refused", exc.ref, None, None, str(exc))]
 
 
-def _candidate(conn: Any, row: Any, ref: str, task: Any, rules: Sequence[Any], now: datetime) -> Candidate:
-    inputs = tuple(InputRecord(FileRecord(r.id, r.dataset_id, r.type, r.status, r.attempt_nr, r.max_attempt, r.failed_attempt,
-                                          r.max_failure, bool(r.keep_track)), r.lfn, r.last_job_id, r.job_attempt_nr)
-                   for r in subjob_store.job_inputs(conn, row.id))
+def _judge_and_write(conn: Any, job_ids: Sequence[int], rules: Sequence[Any], now: datetime, by: str) -> list[SubjobResult]:
+    rows = subjob_store.read_jobs(conn, job_ids)
+    tasks = {task_id: command_store.lock_task(conn, task_id) for task_id in sorted({row.task_id for row in rows.values()})}
+    inputs = subjob_store.inputs_of_jobs(conn, list(rows))
+    results: dict[int, SubjobResult] = {}
+    accepted: dict[int, list[Candidate]] = {}
+    for job_id in job_ids:
+        row = rows.get(job_id)
+        if row is None:
+            results[job_id] = SubjobResult(job_id, "refused", None, None, None, f"unknown job {job_id}")
+            continue
+        task = tasks[row.task_id]
+        job = _candidate(row, task, inputs.get(job_id, []), rules, now)
+        reason = subjob_rules.refusal(job)
+        if reason is not None:
+            results[job_id] = SubjobResult(job_id, "refused", job.ref, row.status, task.status, reason)
+        else:
+            accepted.setdefault(row.task_id, []).append(job)
+    records, resets = [], []
+    for task_id, jobs in accepted.items():
+        task = tasks[task_id]
+        decided = subjob_rules.plan(jobs, [from_row(DatasetRecord, d) for d in command_store.datasets_of(conn, task_id)])
+        if isinstance(decided, str):
+            results.update({job.job_id: SubjobResult(job.job_id, "refused", job.ref, job.status, task.status, decided) for job in jobs})
+            continue
+        owner = {record.file.id: job.job_id for job in jobs for record in job.inputs}
+        resets += [(owner[file_id], file_id, attempt_nr, values) for file_id, attempt_nr, values in decided.files]
+        command_store.change_datasets(conn, decided.datasets, now)
+        new_status = task.status
+        if decided.task_status is not None:
+            if not task_store.change_status(conn, task_id, decided.task_status, [task.status], f"jobs {', '.join(j.ref for j in jobs)} resubmitted",
+                                            by, now, old_status=None, frozen_at=None, error_dialog=None, **_NO_LEASE):
+                raise _Changed(jobs[0].ref, f"job {jobs[0].ref}: task {task_id} changed while its jobs were resubmitted; nothing was changed")
+            new_status = decided.task_status
+        for position, job in enumerate(jobs):
+            n = sum(1 for record in job.inputs if record.file.keep_track)
+            records.append((job.job_id, task_id, job.status, task.status, n, by, now))
+            reopened = f"; task {task_id} reopened ({task.status} -> {new_status})" if position == 0 and new_status != task.status else ""
+            results[job.job_id] = SubjobResult(job.job_id, "resubmitted", job.ref, job.status, new_status,
+                                               f"{n} input record{'s' if n != 1 else ''} back in the pool with one more attempt"
+                                               f"{reopened}; the next generate makes the new job")
+    if records:
+        ref = next(result.task_job for result in results.values() if result.outcome == "resubmitted")
+        if not subjob_store.record_resubmissions(conn, records):
+            raise _Changed(ref, f"job {ref} was already resubmitted (just now)")
+        if subjob_store.reset_inputs(conn, resets) != len(resets):
+            raise _Changed(ref, f"job {ref}: its input changed while it was resubmitted; nothing was changed")
+    return [results[job_id] for job_id in job_ids]
+
+
+def _candidate(row: Any, task: Any, inputs: Sequence[Any], rules: Sequence[Any], now: datetime) -> Candidate:
+    records = tuple(InputRecord(FileRecord(r.id, r.dataset_id, r.type, r.status, r.attempt_nr, r.max_attempt, r.failed_attempt,
+                                           r.max_failure, bool(r.keep_track)), r.lfn, r.last_job_id, r.job_attempt_nr) for r in inputs)
     leased = task.lease_owner if task.lease_owner and task.lease_expires_at and task.lease_expires_at > now else None
-    return Candidate(ref, row.id, row.status, row.kind, row.resubmitted_at, task.id, task.status, leased, inputs,
-                     _no_retry_rule(row, rules, now))
+    return Candidate(f"{row.task_id}.{row.task_job_index}", row.id, row.status, row.kind, row.resubmitted_at, task.id, task.status,
+                     leased, records, _no_retry_rule(row, rules, now))
 
 
 def _no_retry_rule(row: Any, rules: Sequence[Any], now: datetime) -> str | None:

@@ -52,7 +52,7 @@ def test_refusals_name_the_job_and_why(changes, words):
 
 
 def test_the_plan_gives_one_attempt_more_and_counts_back():
-    decided = plan(_job(), [MASTER, OUTPUT])
+    decided = plan([_job()], [MASTER, OUTPUT])
     assert decided.files == ((1, 1, {"status": "ready", "max_attempt": 2}), (2, 1, {"status": "ready", "max_attempt": 2}))
     # A live task keeps its datasets' statuses: only the counters move.
     assert decided.datasets == ((10, {"n_files_used": -2, "n_files_failed": -2}, None),)
@@ -60,7 +60,7 @@ def test_the_plan_gives_one_attempt_more_and_counts_back():
 
 
 def test_an_ended_task_is_reopened_as_task_retry_leaves_it():
-    decided = plan(_job(task_status="failed"), [MASTER, OUTPUT])
+    decided = plan([_job(task_status="failed")], [MASTER, OUTPUT])
     assert decided.task_status == "ready"
     assert (10, {"n_files_used": -2, "n_files_failed": -2}, "ready") in decided.datasets
     assert any(dataset_id == 11 and deltas == {} for dataset_id, deltas, _ in decided.datasets)
@@ -93,3 +93,11 @@ def test_copy_refuses_a_task_without_input():
         copy_document("panda", {"taskName": "gen", "noInput": True, "jobParameters": []}, "5.1", ["x"])
     with pytest.raises(ValueError, match="nothing to copy"):
         copy_document("spec", {"name": "a", "inputs": [{"dataset": "d"}]}, "5.1", [])
+
+
+def test_jobs_of_one_task_are_planned_together_and_counted_once():
+    other = _job(ref="3.4", job_id=8, inputs=(_spent(3, job_id=8), _spent(4, job_id=8)))
+    master = DatasetRecord(10, "input", "ready", n_files=6, n_files_to_be_used=6, n_files_used=6, n_files_finished=2, n_files_failed=4)
+    decided = plan([_job(), other], [master, OUTPUT])
+    assert [file_id for file_id, _, _ in decided.files] == [1, 2, 3, 4]
+    assert decided.datasets == ((10, {"n_files_used": -4, "n_files_failed": -4}, None),)
