@@ -104,5 +104,7 @@ def reset_inputs(conn: Connection, changes: Sequence[tuple[int, int, int, dict[s
                for names, rows in groups.items())
 
 
-def resubmissions_of(conn: Connection, task_id: int) -> list[Any]:
-    return list(conn.execute(select(job_resubmissions).where(job_resubmissions.c.task_id == task_id).order_by(job_resubmissions.c.job_id)))
+def resubmitted_at(conn: Connection, job_id: int) -> Any:
+    """When the job was resubmitted (`jobs show`), else None."""
+    return conn.execute(select(job_resubmissions.c.resubmitted_at).where(job_resubmissions.c.job_id == job_id)).scalar()
+

@@ -66,6 +66,9 @@ def test_resubmit_gives_a_failed_jobs_input_one_more_attempt_once(cli, store, tm
     assert [(f["status"], f["attempt_nr"], f["max_attempt"]) for f in inputs] == [("ready", 1, 2)] * 2
     _consistent(store)
 
+    assert cli.json("jobs", "show", failed["task_job"], db=store)["resubmitted_at"] is not None
+    assert cli.json("jobs", "show", done["task_job"], db=store)["resubmitted_at"] is None
+
     # The same job again: refused (it was resubmitted once), and nothing is written.
     before = store_dump(store)
     again = _resubmit(cli, store, str(failed["job_id"]), code=1)

@@ -10,6 +10,7 @@ from jedictl.engine.input.fields import INT32_MAX, INT64_MAX
 from jedictl.errors import BadInput, NotFound
 from jedictl.model import USER_CAP, JobStatus
 from jedictl.store import jobs as job_store
+from jedictl.store import subjobs as subjob_store
 
 _REFERENCE = re.compile(r"^(\d+)(?:\.(\d+))?$")
 
@@ -88,6 +89,7 @@ def job_details(conn: Any, reference: JobRef) -> dict[str, Any]:
         "cpu_time", "max_pss", "max_rss", "n_events", "output_bytes", "created_at", "state_changed_at", "dispatched_at", "started_at",
         "ended_at", "heartbeat_at")}}
     details["throttled_because"] = throttled_because(row.status, row.sub_status)
+    details["resubmitted_at"] = subjob_store.resubmitted_at(conn, row.id)  # `jobs resubmit` (docs/subjobs.md), else null
     details["files"] = [job_file(f, row.id) for f in job_store.files_of_job(conn, row.id)]
     return details
 
