@@ -316,3 +316,31 @@ def test_a_resubmission_that_loses_the_race_in_a_batch_is_told_and_the_others_go
     assert results[0].reason == f"job {first['task_job']} was already resubmitted (just now)"
     assert [(f["status"], f["max_attempt"]) for f in _inputs(store, first["job_id"])] == [("ready", 2)] * 2  # given back once
     _consistent(store)
+
+
+def test_generate_keeps_unsubmitted_input_new_and_rolls_the_task_back_when_no_job_is_made(cli, store, tmp_path):
+    """Ganga's emulated-bulk rule in the Job Generator (docs/subjobs.md): input made into no job stays
+    `ready`, and a task none of whose jobs could be made does not move on -- it waits in `pending` with
+    its previous status recorded, and `watch` returns it there; then generation goes ahead."""
+    _grid(cli, store, tmp_path)
+    task_id = cli.json("submit", "-", db=store, input=json.dumps(ONCE))["task_id"]
+    for agent in (("refine",), ("feed",), ("broker", "--seed", "1")):
+        cli(*agent, db=store)
+    now = "2026-11-21T12:00:00"
+    for site in ("CERN-PROD_GRID", "BNL_PROD"):  # the single-core sites go down: no site can run its jobs
+        cli("sites", "set-status", site, "offline", db=store)
+    before = run_sql(store, lambda conn: conn.execute(select(tasks.c.status)).scalar_one())
+    assert cli.json("generate", "--seed", "1", "--now", now, db=store)["counts"]["jobs"] == 0
+    row = run_sql(store, lambda conn: conn.execute(select(tasks.c.status, tasks.c.old_status).where(tasks.c.id == task_id)).one())
+    assert tuple(row) == ("pending", before)
+    assert run_sql(store, lambda conn: conn.execute(select(jobs.c.id)).all()) == []
+    assert set(run_sql(store, lambda conn: conn.execute(select(files.c.status).where(files.c.type == "input")).scalars().all())) == {"ready"}
+    _consistent(store)
+
+    for site in ("CERN-PROD_GRID", "BNL_PROD"):
+        cli("sites", "set-status", site, "online", db=store)
+    cli("watch", "--now", "2026-11-21T13:01:00", db=store)
+    assert _task_status(store, task_id) == before
+    assert cli.json("generate", "--seed", "1", "--now", "2026-11-21T13:02:00", db=store)["counts"]["jobs"] > 0
+    assert _task_status(store, task_id) == "running"
+    _consistent(store)
