@@ -179,6 +179,16 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
     "jobs kill": (
         E("Kill two jobs", "jedictl jobs kill 4711 4712"),
         E("Force-kill every unfinished job of task 12", "jedictl jobs kill --task 12 --code 9"),
+        E("Kill Ganga's subjobs 0 and 1 of task 12 (jobs 12.1 and 12.2), stopping at the first refused",
+          "jedictl jobs kill --task 12 --subjob 0 --subjob 1 --no-keep-going"),
+    ),
+    "jobs resubmit": (
+        E("Resubmit job 3 of task 12, whose input ran out of attempts", "jedictl jobs resubmit 12.3"),
+        E("Resubmit every failed subjob of task 12, stopping at the first refused", "jedictl jobs resubmit --task 12 --no-keep-going"),
+    ),
+    "jobs copy": (
+        E("The input of job 12.3 as a new task, to edit and then submit with `jedictl submit FILE`", "jedictl jobs copy 12.3"),
+        E("The same for Ganga's subjob 2 of task 12, as YAML", "jedictl jobs copy --task 12 --subjob 2 -o yaml"),
     ),
     "explain task": (
         E("Why task 6 is (not) progressing", "jedictl explain task 6", True),

@@ -1,4 +1,4 @@
-"""`jedictl jobs`: list and show jobs; dispatch, heartbeat and report them (executors); kill them; move queued ones (reassign)."""
+"""`jedictl jobs`: list and show jobs; dispatch, heartbeat and report them (executors); kill and resubmit them; move queued ones (reassign)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from jedictl.commands.jobs_dispatch import dispatch
 from jedictl.commands.jobs_events import app as events_app
 from jedictl.commands.jobs_reassign import reassign
 from jedictl.commands.jobs_report import heartbeat, kill, report
+from jedictl.commands.jobs_subjobs import copy, resubmit
 from jedictl.output import View
 
 app = App(help="Jobs: inspect them; executors pull and report them.", no_args_is_help=True)
@@ -67,3 +68,5 @@ app.command("report")(report)
 app.command("kill")(kill)
 app.command("reassign")(reassign)
 app.add_typer(events_app, name="events")
+app.command("resubmit")(resubmit)
+app.command("copy")(copy)

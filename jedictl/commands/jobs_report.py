@@ -10,6 +10,7 @@ from typing import Annotated, List, Optional
 import typer
 
 from jedictl.commands._common import AppContext, context, read_source
+from jedictl.commands.jobs_subjobs import KeepGoingOpt, SubjobOpt
 
 
 def report(
@@ -104,29 +105,31 @@ def kill(
     job_ids: Annotated[Optional[List[str]], typer.Argument(metavar="[JOB]...", help="Jobs to kill: ids (4711) or TASK.INDEX (12.3).", show_default=False)] = None,
     task_id: Annotated[Optional[int], typer.Option("--task", help="Kill every unfinished job of this task.")] = None,
     code: Annotated[Optional[int], typer.Option("--code", help="PanDA kill code (2 expire, 3 abort, 9 force, 51 reassign, ...); default: killed by a person.")] = None,
+    subjobs: SubjobOpt = None,
+    keep_going: KeepGoingOpt = True,
 ) -> None:
     """Kill jobs: queued ones end now, running ones at their next heartbeat.
 
     A queued job ends at once (cancelled; closed for the system's codes) and its input goes back to
     the pool with an attempt used but no failure. A job on a worker is told to stop at its next
-    heartbeat and ends when its executor reports (codes 9, 52 and 99 end it at once).
+    heartbeat and ends when its executor reports (codes 9, 52 and 99 end it at once). --task with
+    --subjob kills those subjobs only; --no-keep-going kills in the order given and stops at the first
+    job refused (docs/subjobs.md).
     """
     app = context(ctx)
     from jedictl.commands._agent import emit_report
     from jedictl.engine.agent import PassReport
-    from jedictl.engine.jobs.outcomes import kill_jobs
-    from jedictl.errors import BadInput
+    from jedictl.commands.jobs_subjobs import subjob_ids
+    from jedictl.engine.commando.subjobs import kill_in_order
     from jedictl.store import jobs as job_store
 
-    if not job_ids and task_id is None:
-        raise BadInput("name the jobs (JOB... or --task ID)", "JOB")
-    ids = _job_ids(app, job_ids or [])
+    ids = subjob_ids(app, job_ids, task_id, subjobs)
     store = app.store()
-    if task_id is not None:
+    if task_id is not None and not subjobs:
         with store.read() as conn:
             ids += job_store.unfinished_job_ids(conn, task_id)
     started = time.monotonic()
-    results = kill_jobs(store, list(dict.fromkeys(ids)), app.settings, app.clock.now(), code=code)
+    results = kill_in_order(store, list(dict.fromkeys(ids)), app.settings, app.clock.now(), code=code, keep_going=keep_going)
     summary = PassReport("kill")
     for result in results:
         item = result.as_item()

@@ -63,16 +63,17 @@ PASS_COUNTS: dict[str, tuple[str, ...]] = {
     "pilot": ("jobs", "finished", "failed", "error"),
     "report": ("applied", "duplicate", "conflict", "refused"),
     "heartbeat": ("alive", "tobekilled", "alreadydone"),
-    "kill": ("killed", "tobekilled", "refused"),
+    "kill": ("killed", "tobekilled", "refused", "not_attempted"),
     "settle": ("applied", "waiting", "unchanged"),
     "listen": ("applied", "duplicate", "refused", "rejected", "error", "published"),
     "periodic": ("instantiated", "capped", "refused", "skipped", "error", "missed"),
     "reassign": ("moved", "refused"),
     "events": ("applied", "duplicate", "refused"),
+    "resubmit": ("resubmitted", "refused", "not_attempted"),
 }
 #: The outcomes that are failures (the command exits 1 when any is counted); "error" for the others.
 PASS_FAILURES: dict[str, tuple[str, ...]] = {"report": ("refused", "conflict"), "kill": ("refused",), "heartbeat": (),
-                                              "reassign": ("refused",), "events": ("refused",)}
+                                              "reassign": ("refused",), "events": ("refused",), "resubmit": ("refused",)}
 
 
 @dataclass

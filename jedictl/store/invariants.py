@@ -426,6 +426,8 @@ def periodic_instances_once(conn: Connection) -> list[str]:
         problems += [f"task {other} is a second instance of periodic template {row.periodic_id} for its due time "
                      f"{row.periodic_due_at:%Y-%m-%dT%H:%MZ} (task {row.first} is the first)" for other in others]
     return problems
+
+
 def lost_files_recovered_once(conn: Connection) -> list[str]:
     """A lost file is recovered once (docs/recovery.md): of the recovery tasks that list it, at most one
     is still to run or has registered its replacement. A second one would re-run the same job and give
@@ -521,6 +523,41 @@ def event_ranges_follow_their_jobs(conn: Connection) -> list[str]:
     return problems
 
 
+def resubmitted_jobs_gave_their_input_back(conn: Connection) -> list[str]:
+    """A job is resubmitted at most once (`job_resubmissions` is keyed by the job), from an end that allows
+    it, and its resubmission gave its input back (docs/subjobs.md): the row names a job of its task that
+    is failed, cancelled or closed -- the status it records -- and none of the job's tracked input records
+    is still `failed` with the job as its last (the work the resubmission promised to run again)."""
+    from jedictl.store.schema import job_resubmissions
+
+    r = job_resubmissions.c
+    rows = conn.execute(
+        select(r.job_id, r.task_id, r.job_status, jobs.c.id.label("found"), jobs.c.task_id.label("job_task"), jobs.c.status)
+        .outerjoin(jobs, jobs.c.id == r.job_id)
+        .where(or_(jobs.c.id.is_(None), jobs.c.task_id != r.task_id, jobs.c.status != r.job_status,
+                   jobs.c.status.notin_(("failed", "cancelled", "closed"))))
+        .order_by(r.job_id).limit(100))
+    problems = []
+    for row in rows:
+        where = f"job {row.job_id} (task {row.task_id}) was resubmitted"
+        if row.found is None:
+            problems.append(f"{where} but does not exist")
+        elif row.job_task != row.task_id:
+            problems.append(f"{where} but belongs to task {row.job_task}")
+        elif row.status not in ("failed", "cancelled", "closed"):
+            problems.append(f"{where} but is {row.status}: only a failed or killed job is resubmitted")
+        else:
+            problems.append(f"{where} as {row.job_status} but is {row.status}")
+    kept = conn.execute(
+        select(r.job_id, r.task_id, func.count(files.c.id), func.min(files.c.id))
+        .join(files, and_(files.c.job_id == r.job_id, files.c.task_id == r.task_id))
+        .where(files.c.status == FileStatus.FAILED.value, files.c.keep_track.is_(True), files.c.type.in_(INPUT_TYPES))
+        .group_by(r.job_id, r.task_id).order_by(r.job_id).limit(100))
+    problems += [f"job {job_id} (task {task_id}) was resubmitted but {n} of its input records (record {first} first) are still failed "
+                 "with it as their last job" for job_id, task_id, n, first in kept]
+    return problems
+
+
 CHECKS = (dataset_counters, leases_of_final_tasks, files_in_one_live_job, retry_history, records_of_live_jobs, work_done_once,
           live_jobs_of_ended_tasks, outputs_registered_once, inputs_of_ended_tasks, assigned_jobs_await_input, outputs_of_one_task,
           site_datasets_in_their_container, throttled_jobs_are_released, many_time_not_consumed, events_of_changes,
@@ -574,7 +611,7 @@ def preprocess_job_first(conn: Connection) -> list[str]:
 
 
 CHECKS = CHECKS + (run_jobs_wait_for_their_build, preprocess_job_first, reassignments_chain,
-                    event_ranges_follow_their_jobs)
+                    event_ranges_follow_their_jobs, resubmitted_jobs_gave_their_input_back)
 
 
 def check_all(conn: Connection, *, dead_owners: Sequence[str] = (), no_live_passes: bool = False) -> list[str]:

@@ -777,6 +777,25 @@ removed_outputs = Table(
     Index("ix_removed_outputs_task", "task_id", "id"),
 )
 
+# Subjob operations (docs/subjobs.md, migration 0019).
+
+#: One row per job resubmitted with `jedictl jobs resubmit` (Ganga's `subjob.resubmit()`): the job's
+#: primary key, so a job is resubmitted at most once even when two commands race -- the second INSERT
+#: fails and that command reports the job as already resubmitted. Written in the transaction that gives
+#: the job's input its one more attempt (and reopens an ended task).
+job_resubmissions = Table(
+    "job_resubmissions",
+    metadata,
+    Column("job_id", ID, primary_key=True),  # no FK, as files.job_id: the jobs table is the hot path
+    Column("task_id", ID, nullable=False),
+    Column("job_status", STATUS, nullable=False),  # failed | cancelled | closed, when it was resubmitted
+    Column("task_status", STATUS, nullable=False),  # the task's status before (an ended task is reopened)
+    Column("n_files", Integer, nullable=False),  # input records given one more attempt
+    Column("resubmitted_by", String(128), nullable=False),
+    Column("resubmitted_at", TIME, nullable=False),
+    Index("ix_job_resubmissions_task", "task_id"),
+)
+
 #: Tables of each migration step, in creation order (used by the migrations and their test).
 TASK_MODEL_TABLES = [
     tasks, task_params, task_status_history, task_commands, datasets, files, output_templates,
@@ -850,3 +869,4 @@ events = Table(
 )
 
 EVENT_TABLES = [events]
+TASK_MODEL_TABLES.append(job_resubmissions)  # migration 0019

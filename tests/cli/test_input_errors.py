@@ -51,7 +51,8 @@ def test_integers_beyond_bigint_are_bad_input(cli, grid, args, field):
     ("999999999999999999999999999", f"job id must be at most {2**63 - 1}"),  # OverflowError on SQLite
     ("1.3000000000", f"job index must be at most {2**31 - 1}"),  # NumericValueOutOfRange on PostgreSQL
     (f"{2**63}.1", f"task id must be at most {2**63 - 1}"),
-    ("0", "job id must be at least 1"), ("0.1", "task id must be at least 1"), ("1.0", "job index must be at least 1"),
+    ("0", "job id must be at least 1"), ("0.1", "task id must be at least 1"), ("1.0", "job index must be at least 1: TASK.INDEX counts from 1, and Ganga's subjob 0 of task 1 is job 1.1 "
+                                             "(resubmit, kill and copy also take Ganga's ids as --task 1 --subjob 0)"),
 ])
 def test_a_job_reference_out_of_range_is_bad_input(cli, grid, job, message):
     assert one_line(cli("jobs", "show", job, db=grid, code=2)) == f"jedictl: error: JOB: {message}"

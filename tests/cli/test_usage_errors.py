@@ -47,7 +47,7 @@ def error_lines(result) -> list[str]:  # noqa: ANN001
     (["task", "list", "-o"], "-o: needs a value", None),
     # unknown command
     (["bogus"], "no such command 'bogus'", "see 'jedictl -h'"),
-    (["jobs", "bogus"], "jobs: no such command 'bogus'", "commands: dispatch, heartbeat, kill, list, reassign, report, show"),
+    (["jobs", "bogus"], "jobs: no such command 'bogus'", "commands: copy, dispatch, events, heartbeat, kill, list, reassign, report, resubmit, show"),
     (["jobs", "lst"], "jobs: no such command 'lst'", "did you mean list?"),
     # extra argument
     (["jobs", "show", "1", "2", "3"], "jobs show: unexpected arguments '2', '3'", "usage: jedictl jobs show [OPTIONS] "),

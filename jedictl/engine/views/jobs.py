@@ -11,6 +11,7 @@ from jedictl.errors import BadInput, NotFound
 from jedictl.model import USER_CAP, JobStatus
 from jedictl.store import jobs as job_store
 from jedictl.store import reassignments as reassignment_store
+from jedictl.store import subjobs as subjob_store
 
 _REFERENCE = re.compile(r"^(\d+)(?:\.(\d+))?$")
 
@@ -34,7 +35,13 @@ def parse_job_ref(text: str) -> JobRef:
     # the drivers would fail on it (OverflowError on SQLite, NumericValueOutOfRange on PostgreSQL).
     if match.group(2) is None:
         return JobRef(job_id=_bounded(first, INT64_MAX, "job id"))
-    return JobRef(task_id=_bounded(first, INT64_MAX, "task id"), index=_bounded(int(match.group(2)), INT32_MAX, "job index"))
+    task_id = _bounded(first, INT64_MAX, "task id")
+    if int(match.group(2)) == 0:
+        # Ganga's dotted form "12.0" (subjob 0 of job 12): its ids count from 0, TASK.INDEX from 1, so every
+        # other "12.k" would name another job in each system -- refused, not guessed (docs/subjobs.md).
+        raise BadInput(f"job index must be at least 1: TASK.INDEX counts from 1, and Ganga's subjob 0 of task {task_id} is job "
+                       f"{task_id}.1 (resubmit, kill and copy also take Ganga's ids as --task {task_id} --subjob 0)", "JOB")
+    return JobRef(task_id=task_id, index=_bounded(int(match.group(2)), INT32_MAX, "job index"))
 
 
 def _bounded(value: int, highest: int, what: str) -> int:
@@ -83,6 +90,7 @@ def job_details(conn: Any, reference: JobRef) -> dict[str, Any]:
         "cpu_time", "max_pss", "max_rss", "n_events", "output_bytes", "created_at", "state_changed_at", "dispatched_at", "started_at",
         "ended_at", "heartbeat_at")}}
     details["throttled_because"] = throttled_because(row.status, row.sub_status)
+    details["resubmitted_at"] = subjob_store.resubmitted_at(conn, row.id)  # `jobs resubmit` (docs/subjobs.md), else null
     details["files"] = [job_file(f, row.id) for f in job_store.files_of_job(conn, row.id)]
     # Why the job is where it is: every move to another site, with its reason (docs/reassignment.md).
     details["moves"] = [dict(move._mapping) for move in reassignment_store.moves_of(conn, row.id)]
