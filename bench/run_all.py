@@ -161,7 +161,7 @@ def workloads(backend: str, scale: float, workdir: Path, chosen: tuple[str, ...]
                   "insert", result["files"], f">= {end_to_end.GOAL_FILES_PER_S:,} files/s on SQLite, all final, consistent" if sqlite
                   else "all final, consistent",
                   final == total and result["consistent"] and (not sqlite or result["files_per_s"] >= end_to_end.GOAL_FILES_PER_S),
-                  f"{n_tasks} tasks, {result['rounds']} rounds; {shares}")
+                  f"{n_tasks} tasks, {_e2e_shape(result)}; {shares}")
     if "pilot" in chosen:
         n_jobs = max(10, int(200 * scale))
         result = pilot.run(backend, n_jobs, workdir)
@@ -182,6 +182,15 @@ def workloads(backend: str, scale: float, workdir: Path, chosen: tuple[str, ...]
                       "jedictl < 10 % over payload time", result["overhead_with_startup_pct"] < 10,
                       f"{result['jobs_per_min']} jobs/min, overhead {result['overhead_with_startup_pct']} % with start-up, "
                       f"{result['pilots']} pilots")
+
+
+def _e2e_shape(result: dict) -> str:
+    """How bench/end_to_end.py drove the run: its rounds, or the two loops' passes and CPU."""
+    if result["mode"] == "rounds":
+        return f"{result['rounds']} rounds"
+    cpu = ", ".join(f"{name} {seconds} s" for name, seconds in result["cpu_s"].items())
+    return (f"run --loop {result['passes']['run']} passes and simulate --loop {result['passes']['simulate']}; CPU {cpu}, "
+            f"{result['files_per_cpu_s']:,} files per CPU second")
 
 
 def table(rows: list[Row], raw: dict[str, dict[str, float]]) -> str:
