@@ -16,7 +16,7 @@ EXAMPLES = dict(re.findall(r"<!-- example: (\S+) -->\n```yaml\n(.*?)```", DOC, r
 
 
 def test_docs_have_one_example_per_kind_of_task():
-    assert set(EXAMPLES) == {"analysis", "event-split", "generation", "secondaries", "merge", "child"}
+    assert set(EXAMPLES) == {"analysis", "event-split", "generation", "secondaries", "merge", "event-service", "child"}
 
 
 def _submit_example(cli, store, name):
@@ -25,11 +25,13 @@ def _submit_example(cli, store, name):
 
 def test_every_documented_example_is_refined(cli, store):
     # The event-split task is submitted first: it is the child example's parent (task 1).
-    ids = {name: _submit_example(cli, store, name) for name in ["event-split", "analysis", "generation", "secondaries", "merge", "child"]}
+    ids = {name: _submit_example(cli, store, name)
+           for name in ["event-split", "analysis", "generation", "secondaries", "merge", "child", "event-service"]}
     report = cli.json("refine", db=store)
-    assert (report["counts"]["defined"], report["counts"]["pending"]) == (5, 1)
+    assert (report["counts"]["defined"], report["counts"]["pending"]) == (6, 1)
     shown = {name: cli.json("task", "show", str(task_id), db=store) for name, task_id in ids.items()}
 
+    assert shown["event-service"]["status"] == "defined" and shown["event-service"]["options"]["event_service"] is True
     simul = shown["event-split"]
     assert (simul["status"], simul["work_queue"], simul["gshare"], simul["resource_type"]) == ("defined", "evgensimul", "MC Simulation", "MCORE")
     # 500 events per job from 10 000-event files: event-level splitting, so no files-per-job is derived.

@@ -49,8 +49,9 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("tasks") as batch:
-        batch.drop_column("use_jumbo")
+    # Plain DROP COLUMN (SQLite >= 3.35), not a batch: a batch rebuilds `tasks` on SQLite, and dropping the
+    # old table cascades to every table that refers to it (migration 0011; tests/cli/test_db.py).
+    op.execute("ALTER TABLE tasks DROP COLUMN use_jumbo")
     op.drop_index("ix_events_task_status", table_name="events")
     op.drop_index("ix_events_file", table_name="events")
     op.drop_index("ix_events_job_status", table_name="events")
