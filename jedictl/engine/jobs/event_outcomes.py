@@ -172,10 +172,10 @@ def end_es(conn: Any, ending: Any, job: Any, listed: list[Any], records: dict[in
     return "applied", decision.job_status, decision.sub_status
 
 
-def end_merge(conn: Any, ending: Any, job: Any, listed: list[Any], records: dict[int, Any], task: Any, batch: Any, now: datetime,
-              error: Any, job_row: Any, collect_files: Any, registered: frozenset[str], merge_attempts: int) -> tuple[str, str | None, str]:
-    """The end of an ES merge job: its event-service job and record end with it (or another merge attempt)."""
-    status = _ending_status(ending, job)
+
+def _refusal(ending: Any, job: Any, status: str | None) -> tuple[str, str | None, str] | None:
+    """The outcome of a report that cannot end the job (a status it cannot end with, a job already
+    ended, another attempt), or None when it can."""
     if status is None:
         return "refused", None, f"job {job.id} is {job.status}: {ending.status} is not how it ends"
     if job.status in JOB_FINAL:
@@ -184,6 +184,15 @@ def end_merge(conn: Any, ending: Any, job: Any, listed: list[Any], records: dict
         return "conflict", job.status, f"conflict: job {job.id} is already {job.status}; this report says {status}"
     if ending.attempt_nr is not None and ending.attempt_nr != job.attempt_nr:
         return "refused", None, f"attempt mismatch: the report is for attempt {ending.attempt_nr}, job {job.id} is at attempt {job.attempt_nr}"
+    return None
+
+def end_merge(conn: Any, ending: Any, job: Any, listed: list[Any], records: dict[int, Any], task: Any, batch: Any, now: datetime,
+              error: Any, job_row: Any, collect_files: Any, registered: frozenset[str], merge_attempts: int) -> tuple[str, str | None, str]:
+    """The end of an ES merge job: its event-service job and record end with it (or another merge attempt)."""
+    status = _ending_status(ending, job)
+    refusal = _refusal(ending, job, status)
+    if refusal is not None:
+        return refusal
     inputs = [jf for jf in listed if jf.type == "input" and jf.file_id in records]
     record = records[inputs[0].file_id] if inputs else None
     es_job = event_store.es_job_of_record(conn, record.id) if record is not None else None
@@ -231,14 +240,9 @@ def end_jumbo(conn: Any, ending: Any, job: Any, batch: Any, now: datetime, error
     """The end of a jumbo job: its processed ranges are done and its others ready again, each back with the
     (co-jumbo) job holding its record, which is activated again; the jumbo job holds no file."""
     status = _ending_status(ending, job)
-    if status is None:
-        return "refused", None, f"job {job.id} is {job.status}: {ending.status} is not how it ends"
-    if job.status in JOB_FINAL:
-        if status == job.status:
-            return "duplicate", job.status, f"duplicate report: job {job.id} is already {job.status}"
-        return "conflict", job.status, f"conflict: job {job.id} is already {job.status}; this report says {status}"
-    if ending.attempt_nr is not None and ending.attempt_nr != job.attempt_nr:
-        return "refused", None, f"attempt mismatch: the report is for attempt {ending.attempt_nr}, job {job.id} is at attempt {job.attempt_nr}"
+    refusal = _refusal(ending, job, status)
+    if refusal is not None:
+        return refusal
     returned = event_store.return_from_jumbo(conn, job.id, now)
     batch.job_rows.append(job_row(job, Propagation(True, job_status=status), ending, error, now))
     return "applied", status, f"{returned} event ranges back to their jobs"
