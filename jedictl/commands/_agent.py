@@ -12,6 +12,26 @@ import typer
 from jedictl.commands._common import AppContext
 
 
+def ingest_stream(source: str, stream: Callable[..., Iterator[Any]], ingest: Callable[[Iterator[Any]], list[Any]],
+                  empty: str) -> tuple[list[Any], list[Any]]:
+    """Reports read from `source` (a file or -) and applied a batch at a time, never held whole:
+    `stream(lines, refused)` parses them (lines it cannot read go to `refused`), `ingest(reports)`
+    applies them. (results, refused); an input with no report at all is refused as `empty`."""
+    import itertools
+
+    from jedictl.commands._common import read_lines
+    from jedictl.errors import BadInput
+
+    refused: list[Any] = []
+    with read_lines(source) as (lines, name):
+        reports = stream(lines, refused)
+        first = next(reports, None)
+        if first is None and not refused:
+            raise BadInput(empty, name)
+        results = ingest(itertools.chain([first], reports)) if first is not None else []
+    return results, refused
+
+
 def run_passes(app: AppContext, run_once: Callable[[], Any], loop: float | None) -> None:
     """Run `run_once` (returns a PassReport) once or every `loop` seconds; exit 1 if a pass met errors."""
     from jedictl.engine.agent import ending_leases

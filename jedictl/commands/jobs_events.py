@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import time
 from operator import itemgetter
 from typing import Annotated
@@ -30,23 +29,15 @@ def report(
     for a job that ended, is refused -- exit 1, and the other lines still apply.
     """
     app_ctx = context(ctx)
-    from jedictl.commands._agent import emit_report
-    from jedictl.commands._common import read_lines
+    from jedictl.commands._agent import emit_report, ingest_stream
     from jedictl.engine.agent import PassReport
     from jedictl.engine.jobs.event_outcomes import ingest_event_reports
     from jedictl.engine.jobs.event_reports import stream_event_reports
-    from jedictl.engine.jobs.reports import Refused
-    from jedictl.errors import BadInput
 
-    refused: list[Refused] = []
     started = time.monotonic()
-    with read_lines(source) as (lines, name):
-        # Read, parsed and applied a batch at a time: the input is never held whole.
-        reports = stream_event_reports(lines, refused)
-        first = next(reports, None)
-        if first is None and not refused:
-            raise BadInput("holds no event range reports", name)
-        results = ingest_event_reports(app_ctx.store(), itertools.chain([first], reports), app_ctx.clock.now()) if first is not None else []
+    results, refused = ingest_stream(source, stream_event_reports,
+                                     lambda reports: ingest_event_reports(app_ctx.store(), reports, app_ctx.clock.now()),
+                                     "holds no event range reports")
     summary = PassReport("events")
     items = [result.as_item() for result in results]
     items += [{"outcome": "refused", "line": r.line, "event_id": None, "job_id": r.job_id, "status": None, "reason": r.reason} for r in refused]

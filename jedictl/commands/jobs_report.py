@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import time
 from operator import attrgetter
 from typing import Annotated, List, Optional
@@ -28,22 +27,14 @@ def report(
     the other lines still apply.
     """
     app = context(ctx)
-    from jedictl.commands._agent import emit_report
-    from jedictl.commands._common import read_lines
+    from jedictl.commands._agent import emit_report, ingest_stream
     from jedictl.engine.agent import PassReport
     from jedictl.engine.jobs.outcomes import ingest_reports
     from jedictl.engine.jobs.reports import Refused, stream_reports
-    from jedictl.errors import BadInput
 
-    refused: list[Refused] = []
     started = time.monotonic()
-    with read_lines(source) as (lines, name):
-        # Read, parsed and applied a batch at a time: the input is never held whole.
-        reports = stream_reports(lines, refused)
-        first = next(reports, None)
-        if first is None and not refused:
-            raise BadInput("holds no reports", name)
-        results = ingest_reports(app.store(), itertools.chain([first], reports), app.settings, app.clock.now()) if first is not None else []
+    results, refused = ingest_stream(source, stream_reports,
+                                     lambda reports: ingest_reports(app.store(), reports, app.settings, app.clock.now()), "holds no reports")
     summary = PassReport("report")
     # Results come in line order, as do the lines refused unread: one sort merges them (near-linear),
     # and each becomes its item once, in the shape `PassReport.add` gives (outcome first).
