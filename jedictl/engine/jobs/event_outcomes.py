@@ -120,14 +120,12 @@ def end_es(conn: Any, ending: Any, job: Any, listed: list[Any], records: dict[in
     that the job exists and is expected. `job_row(job, propagation, ending, error, now)` and
     `collect_files(propagation, job, listed, batch)` are outcomes' own writers."""
     status = _ending_status(ending, job)
-    if status is None:
-        return "refused", None, f"job {job.id} is {job.status}: {ending.status} is not how it ends"
-    if job.status in JOB_FINAL or (job.status == JobStatus.MERGING.value and ending.report is not None):
-        if status == job.status or (job.status == JobStatus.MERGING.value and status == JobStatus.FINISHED.value):
-            return "duplicate", job.status, f"duplicate report: job {job.id} is already {job.status}"
-        return "conflict", job.status, f"conflict: job {job.id} is already {job.status}; this report says {status}"
-    if ending.attempt_nr is not None and ending.attempt_nr != job.attempt_nr:
-        return "refused", None, f"attempt mismatch: the report is for attempt {ending.attempt_nr}, job {job.id} is at attempt {job.attempt_nr}"
+    # A merging ES job has ended for its executor: its report again is a duplicate, another a conflict.
+    merging = job.status == JobStatus.MERGING.value
+    refusal = _refusal(ending, job, status, ended=job.status in JOB_FINAL or (merging and ending.report is not None),
+                       same=status == job.status or (merging and status == JobStatus.FINISHED.value))
+    if refusal is not None:
+        return refusal
     inputs = [jf for jf in listed if jf.type == "input" and jf.file_id in records]
     record = records[inputs[0].file_id] if inputs else None
     task_final = task is None or task.status in _TASK_FINAL
@@ -173,13 +171,15 @@ def end_es(conn: Any, ending: Any, job: Any, listed: list[Any], records: dict[in
 
 
 
-def _refusal(ending: Any, job: Any, status: str | None) -> tuple[str, str | None, str] | None:
+def _refusal(ending: Any, job: Any, status: str | None, *, ended: bool | None = None,
+             same: bool | None = None) -> tuple[str, str | None, str] | None:
     """The outcome of a report that cannot end the job (a status it cannot end with, a job already
-    ended, another attempt), or None when it can."""
+    ended, another attempt), or None when it can. `ended` (default: the job is final) and `same`
+    (default: the report says the job's status) let an ES job count `merging` as its end."""
     if status is None:
         return "refused", None, f"job {job.id} is {job.status}: {ending.status} is not how it ends"
-    if job.status in JOB_FINAL:
-        if status == job.status:
+    if job.status in JOB_FINAL if ended is None else ended:
+        if status == job.status if same is None else same:
             return "duplicate", job.status, f"duplicate report: job {job.id} is already {job.status}"
         return "conflict", job.status, f"conflict: job {job.id} is already {job.status}; this report says {status}"
     if ending.attempt_nr is not None and ending.attempt_nr != job.attempt_nr:
