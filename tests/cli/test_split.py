@@ -9,6 +9,9 @@ import pytest
 
 from tests.conftest import invoke
 
+NO_SITE = ("No sites are available to submit the job because the location of its input(s) do not pass "
+           "the site whitelist/blacklist restrictions (WMAgent).")
+
 FILESET = {
     "closed": True,
     "files": [
@@ -31,20 +34,20 @@ def jobs(*args: str, document: object = FILESET) -> list[dict]:
 
 def test_event_based_contract():
     assert jobs("--algorithm", "EventBased", "--param", "events_per_job=100") == [
-        {"files": ["/store/a.root"], "first_event": 0, "last_event": 99, "lumis": None, "locations": ["T1_A"], "failed": False, "short": False},
-        {"files": ["/store/a.root"], "first_event": 100, "last_event": 149, "lumis": None, "locations": ["T1_A"], "failed": False, "short": False},
-        {"files": ["/store/b.root"], "first_event": 0, "last_event": 49, "lumis": None, "locations": ["T1_A"], "failed": False, "short": False},
-        {"files": ["/store/c.root"], "first_event": None, "last_event": None, "lumis": None, "locations": ["T2_B"], "failed": False, "short": False},
+        {"files": ["/store/a.root"], "first_event": 0, "last_event": 99, "lumis": None, "locations": ["T1_A"], "failed": False, "short": False, "failed_reason": None, "failed_code": None, "parents": []},
+        {"files": ["/store/a.root"], "first_event": 100, "last_event": 149, "lumis": None, "locations": ["T1_A"], "failed": False, "short": False, "failed_reason": None, "failed_code": None, "parents": []},
+        {"files": ["/store/b.root"], "first_event": 0, "last_event": 49, "lumis": None, "locations": ["T1_A"], "failed": False, "short": False, "failed_reason": None, "failed_code": None, "parents": []},
+        {"files": ["/store/c.root"], "first_event": 0, "last_event": None, "lumis": None, "locations": ["T2_B"], "failed": False, "short": False, "failed_reason": None, "failed_code": None, "parents": []},
     ]
 
 
 def test_lumi_based_contract_and_failed_jobs():
     assert jobs("-a", "LumiBased", "-p", "lumis_per_job=2", "-p", "siteBlacklist=T2_B") == [
-        {"files": ["/store/a.root"], "first_event": None, "last_event": None, "lumis": {"1": [[1, 2]]}, "locations": ["T1_A"], "failed": False, "short": False},
+        {"files": ["/store/a.root"], "first_event": None, "last_event": None, "lumis": {"1": [[1, 2]]}, "locations": ["T1_A"], "failed": False, "short": False, "failed_reason": None, "failed_code": None, "parents": []},
         {"files": ["/store/a.root", "/store/b.root"], "first_event": None, "last_event": None, "lumis": {"1": [[3, 3], [4, 4]]},
-         "locations": ["T1_A"], "failed": False, "short": False},
-        {"files": ["/store/b.root"], "first_event": None, "last_event": None, "lumis": {"1": [[5, 5]]}, "locations": ["T1_A"], "failed": False, "short": False},
-        {"files": ["/store/c.root"], "first_event": None, "last_event": None, "lumis": {"2": [[1, 1]]}, "locations": [], "failed": True, "short": False},
+         "locations": ["T1_A"], "failed": False, "short": False, "failed_reason": None, "failed_code": None, "parents": []},
+        {"files": ["/store/b.root"], "first_event": None, "last_event": None, "lumis": {"1": [[5, 5]]}, "locations": ["T1_A"], "failed": False, "short": False, "failed_reason": None, "failed_code": None, "parents": []},
+        {"files": ["/store/c.root"], "first_event": None, "last_event": None, "lumis": {"2": [[1, 1]]}, "locations": [], "failed": True, "short": False, "failed_reason": NO_SITE, "failed_code": 71101, "parents": []},
     ]
 
 
@@ -69,7 +72,7 @@ def test_open_fileset_waits_for_enough_work():
     open_set = dict(FILESET, closed=False)
     assert jobs("-a", "MinFileBased", "-p", "files_per_job=2", document=open_set) == [
         {"files": ["/store/a.root", "/store/b.root"], "first_event": None, "last_event": None, "lumis": None,
-         "locations": ["T1_A"], "failed": False, "short": False}]
+         "locations": ["T1_A"], "failed": False, "short": False, "failed_reason": None, "failed_code": None, "parents": []}]
 
 
 def test_table_output_and_summary_on_stderr():
@@ -99,12 +102,12 @@ def test_needs_no_store():
     (("-a", "FileBased"), {"files": [{"lfn": "a", "runs": {"x": [1]}}]}, "jedictl: error: files[0].runs.x: run numbers must be whole numbers"),
     (("-a", "FileBased"), {"files": [{"lfn": "a", "runs": {"1": [0]}}]}, "jedictl: error: files[0].runs.1[0]: lumi sections are whole numbers from 1"),
     (("-a", "FileBased"), {"files": [{"lfn": "a", "event": 3}]}, ("jedictl: error: files[0].event: unknown field (known: lfn, size, events, "
-                                                                    "locations, runs, first_event, insert_time, boundary_id, lumi_block)")),
+                                                                    "locations, runs, first_event, insert_time, parents, boundary_id, lumi_block)")),
     (("-a", "FileBased"), {"files": [{"lfn": "a"}, {"lfn": "a"}]}, "jedictl: error: files[1].lfn: duplicate lfn (also files[0])"),
     (("-a", "FileBased"), {"closed": "yes", "files": []}, "jedictl: error: closed: must be true or false"),
     (("-a", "RunBased"), {"files": [{"lfn": "a"}]}, "jedictl: error: files[0].runs: RunBased needs the run of every file"),
     (("-a", "Nope"), FILESET, ("jedictl: error: --algorithm: unknown algorithm 'Nope' (known: FileBased, MinFileBased, EventBased, "
-                               "LumiBased, EventAwareLumiBased, SizeBased, RunBased, ParentlessMergeBySize, SiblingProcessingBased, "
+                               "LumiBased, EventAwareLumiBased, SizeBased, RunBased, ParentlessMergeBySize, WMBSMergeBySize, SiblingProcessingBased, "
                                "Harvest, jedi)")),
     (("-a", "EventBased", "-p", "events_per_job=ten"), FILESET, "jedictl: error: --param events_per_job: must be a whole number"),
     (("-a", "EventBased", "-p", "events_per_job"), FILESET, "jedictl: error: --param: 'events_per_job' must be KEY=VALUE"),

@@ -39,8 +39,10 @@ from jedictl.engine.generate.splitters.wmcore_merge import (
     HarvestParams,
     HarvestState,
     ParentlessMergeBySizeParams,
+    WMBSMergeBySizeParams,
     harvest,
     parentless_merge_by_size,
+    wmbs_merge_by_size,
 )
 from jedictl.engine.generate.splitters.wmcore_model import Fileset, JobFactoryParams, PlannedJob
 from jedictl.errors import BadInput
@@ -74,6 +76,8 @@ WMCORE_ALGORITHMS: dict[str, Algorithm] = {
         Algorithm("RunBased", "files of one run per job, files_per_job at most", (RunBasedParams,), run_based, needs_runs=True),
         Algorithm("ParentlessMergeBySize", "merge jobs between min_merge_size and max_merge_size", (ParentlessMergeBySizeParams,),
                   parentless_merge_by_size),
+        Algorithm("WMBSMergeBySize", "merge jobs of whole merge units (the outputs of one parent), by size and run",
+                  (WMBSMergeBySizeParams,), wmbs_merge_by_size),
         Algorithm("SiblingProcessingBased", "files_per_job files per job over files all siblings finished",
                   (SiblingProcessingBasedParams,), sibling_processing_based),
         Algorithm("Harvest", "one job over all files per run (or per location), periodic or at the end",
@@ -110,6 +114,9 @@ def split_fileset(
         for index, file in enumerate(fileset.files):
             if not file.runs:
                 raise BadInput(f"{name} needs the run of every file", f"files[{index}].runs")
+    if any(getattr(p, "include_parents", False) for p in parsed) and fileset.files and not any(f.parents for f in fileset.files):
+        # WMCore refuses IncludeParents when the input dataset has no parents (validateInputDatasSetAndParentFlag).
+        raise BadInput("is true but no input file has parents (files[].parents)", "--param include_parents")
     return spec.run(fileset, *parsed, factory)
 
 
