@@ -8,6 +8,7 @@ and skips cleanly when WMCore is not installed (see tests/engine/generate/wmcore
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import pytest
@@ -400,6 +401,20 @@ def test_oracle_wmbs_merge_by_size(files, closed, min_size, max_size, max_events
     params = {"min_merge_size": min_size, "max_merge_size": max_size, "max_merge_events": max_events}
     assert [j.files for j in split("WMBSMergeBySize", files, closed=closed, **params)] == [
         j.files for j in wmcore_oracle.wmcore_wmbs_merge(files, closed=closed, **params)]
+
+
+@oracle
+@SETTINGS
+@given(files=filesets(), closed=st.booleans(), min_size=st.integers(0, 4000), max_size=st.integers(1, 6000),
+       max_events=st.integers(1, 2000), across=st.booleans(), wait=st.sampled_from([0, 100, 43200]),
+       inserted=st.lists(st.sampled_from([None, 0.0, 950.0, 999.0]), min_size=8, max_size=8))
+def test_oracle_parentless_merge_by_size(files, closed, min_size, max_size, max_events, across, wait, inserted):
+    files = [dataclasses.replace(f, insert_time=when) for f, when in zip(files, inserted, strict=False)]
+    params = {"min_merge_size": min_size, "max_merge_size": max_size, "max_merge_events": max_events,
+              "merge_across_runs": across, "max_wait_time": wait}
+    ours = split_fileset("ParentlessMergeBySize", Fileset(tuple(files), closed), params, now=1000.0)
+    assert [j.files for j in ours] == [j.files for j in wmcore_oracle.wmcore_parentless_merge(files, closed=closed, now=1000.0,
+                                                                                            **params)]
 
 
 @oracle

@@ -104,44 +104,66 @@ def wmcore_wmbs_merge(files: Sequence[WMFile], closed: bool = True, unfinished_p
                       **params: Any) -> list[OracleJob]:
     """WMBSMergeBySize on the rows its GetFilesForMerge query would return for `files`: files with
     parents, runs and a location whose parents are all finished; MIN(parent id) = the lowest LFN."""
-    import WMCore.JobSplitting.WMBSMergeBySize as merge_module
-    from WMCore.DataStructs.Subscription import Subscription
-    from WMCore.DataStructs.Workflow import Workflow
-
     rows = []
     for file in files:
         if not file.parents or not file.runs or not file.lumi_count or not file.locations:
             continue
         if set(unfinished_parents) & set(file.parents):
             continue
-        rows.append({
-            "file_id": len(rows) + 1, "file_parent": min(file.parents), "file_events": file.events,
-            "file_size": file.size, "file_lfn": file.lfn, "file_first_event": file.first_event,
-            "file_run": file.runs[0][0], "file_lumi": min(lumis[0] for _run, lumis in file.runs if lumis),
-            "pnn": frozenset(file.locations),
-        })
+        rows.append({**_row(file, len(rows) + 1), "file_parent": min(file.parents), "pnn": frozenset(file.locations)})
+    return _run_merge("WMBSMergeBySize", rows, closed, 0.0, params)
+
+
+def wmcore_parentless_merge(files: Sequence[WMFile], closed: bool = True, now: float = 0.0, **params: Any) -> list[OracleJob]:
+    """ParentlessMergeBySize on GetFilesForParentlessMerge's rows: files with runs and a location, one row
+    per location (jedictl keeps the first), inserted at `insert_time` (or now)."""
+    rows = []
+    for file in files:
+        if not file.runs or not file.lumi_count or not file.locations:
+            continue
+        inserted = file.insert_time if file.insert_time is not None else now
+        rows.append({**_row(file, len(rows) + 1), "pnn": file.locations[0], "insert_time": inserted})
+    return _run_merge("ParentlessMergeBySize", rows, closed, now, params)
+
+
+def _row(file: WMFile, file_id: int) -> dict[str, Any]:
+    return {"file_id": file_id, "file_events": file.events, "file_size": file.size, "file_lfn": file.lfn,
+            "file_first_event": file.first_event, "file_run": file.runs[0][0],
+            "file_lumi": min(lumis[0] for _run, lumis in file.runs if lumis)}
+
+
+def _run_merge(algorithm: str, rows: list[dict[str, Any]], closed: bool, now: float, params: dict[str, Any]) -> list[OracleJob]:
+    import importlib
+
+    from WMCore.DataStructs.Subscription import Subscription
+    from WMCore.DataStructs.Workflow import Workflow
+
+    module = importlib.import_module(f"WMCore.JobSplitting.{algorithm}")
 
     def dao_factory(**_kwargs: Any) -> Any:
-        return lambda classname: _Rows(rows) if classname == "Subscriptions.GetFilesForMerge" else _Nothing()
+        return lambda classname: _Rows(rows) if classname.startswith("Subscriptions.GetFilesFor") else _Nothing()
 
     fileset = types.SimpleNamespace(open=not closed, id=1, load=lambda: None)
     workflow = Workflow()
     workflow.name = "oracle"
-    subscription = Subscription(fileset=None, workflow=workflow, split_algo="WMBSMergeBySize", type="Merge")
+    subscription = Subscription(fileset=None, workflow=workflow, split_algo=algorithm, type="Merge")
     subscription["fileset"] = fileset
     subscription["id"] = 1
     thread = threading.current_thread()
     saved = {name: getattr(thread, name, None) for name in ("logger", "dbi", "transaction")}
     thread.logger, thread.dbi = None, None  # type: ignore[attr-defined]
     thread.transaction = types.SimpleNamespace(conn=None)  # type: ignore[attr-defined]
-    real = merge_module.DAOFactory
-    merge_module.DAOFactory = dao_factory  # type: ignore[assignment]
+    real_dao, real_time = module.DAOFactory, getattr(module, "time", None)
+    module.DAOFactory = dao_factory
+    if real_time is not None:
+        module.time = types.SimpleNamespace(time=lambda: now)
     try:
-        factory = merge_module.WMBSMergeBySize(package="WMCore.DataStructs", subscription=subscription)
+        factory = getattr(module, algorithm)(package="WMCore.DataStructs", subscription=subscription)
         groups = factory(**params)
     finally:
-        merge_module.DAOFactory = real
+        module.DAOFactory = real_dao
+        if real_time is not None:
+            module.time = real_time
         for name, value in saved.items():
             setattr(thread, name, value)
     return [_oracle_job(job) for group in groups for job in group.jobs]
-

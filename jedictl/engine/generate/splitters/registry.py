@@ -126,8 +126,14 @@ def parse_params(spec: Algorithm, params: Mapping[str, Any], now: float = 0.0) -
     parsed = [_build(kind, remaining) for kind in spec.param_types]
     factory = dataclasses.replace(_build(JobFactoryParams, remaining), now=now)
     if remaining:
+        key = next(iter(remaining))
+        elsewhere = [other.name for other in WMCORE_ALGORITHMS.values()
+                     if any(key in param_names(kind) for kind in other.param_types)]
+        if elsewhere:
+            # e.g. include_parents: an algorithm of WMCore that does not read it refuses it here.
+            raise BadInput(f"unknown parameter for {spec.name}; only {', '.join(elsewhere)} take it", f"--param {key}")
         known = ", ".join(sorted(name for kind in (*spec.param_types, JobFactoryParams) for name in param_names(kind)))
-        raise BadInput(f"unknown parameter for {spec.name} (known: {known})", f"--param {next(iter(remaining))}")
+        raise BadInput(f"unknown parameter for {spec.name} (known: {known})", f"--param {key}")
     return parsed, factory
 
 
