@@ -17,15 +17,16 @@ def split(
     source: Annotated[str, typer.Argument(metavar="FILE|-", help='The fileset as JSON: {"closed": true, "files": [...]}; - reads stdin.')],
     algorithm: Annotated[str, typer.Option("--algorithm", "-a", metavar="NAME",
                                            help="FileBased, MinFileBased, EventBased, LumiBased, EventAwareLumiBased, SizeBased, "
-                                                "RunBased, ParentlessMergeBySize, SiblingProcessingBased, Harvest, or jedi.")],
+                                                "RunBased, ParentlessMergeBySize, WMBSMergeBySize, SiblingProcessingBased, Harvest, or jedi.")],
     param: Annotated[Optional[List[str]], typer.Option("--param", "-p", metavar="KEY=VALUE",
                                                        help="An algorithm parameter (repeatable): WMCore's names, or JEDI's task options for jedi.")] = None,
 ) -> None:
     """Split a fileset into jobs with a WMCore algorithm or JEDI's rules, to preview a task.
 
     Prints one row per job; with `--output json` the contract of docs/splitting.md:
-    {"jobs": [{"files", "first_event", "last_event", "lumis", "locations", "failed", "short"}]}.
-    Nothing is stored; the store is never opened.
+    {"jobs": [{"files", "first_event", "last_event", "lumis", "locations", "failed", "short",
+    "failed_reason", "failed_code", "parents"}]}. Jobs WMCore creates failed carry its reason and
+    error code. Nothing is stored; the store is never opened.
     """
     app = context(ctx)
     from jedictl.engine.input.documents import parse_json

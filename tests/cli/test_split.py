@@ -9,6 +9,9 @@ import pytest
 
 from tests.conftest import invoke
 
+NO_SITE = ("No sites are available to submit the job because the location of its input(s) do not pass "
+           "the site whitelist/blacklist restrictions (WMAgent).")
+
 FILESET = {
     "closed": True,
     "files": [
@@ -31,20 +34,20 @@ def jobs(*args: str, document: object = FILESET) -> list[dict]:
 
 def test_event_based_contract():
     assert jobs("--algorithm", "EventBased", "--param", "events_per_job=100") == [
-        {"files": ["/store/a.root"], "first_event": 0, "last_event": 99, "lumis": None, "locations": ["T1_A"], "failed": False, "short": False},
-        {"files": ["/store/a.root"], "first_event": 100, "last_event": 149, "lumis": None, "locations": ["T1_A"], "failed": False, "short": False},
-        {"files": ["/store/b.root"], "first_event": 0, "last_event": 49, "lumis": None, "locations": ["T1_A"], "failed": False, "short": False},
-        {"files": ["/store/c.root"], "first_event": None, "last_event": None, "lumis": None, "locations": ["T2_B"], "failed": False, "short": False},
+        {"files": ["/store/a.root"], "first_event": 0, "last_event": 99, "lumis": None, "locations": ["T1_A"], "failed": False, "short": False, "failed_reason": None, "failed_code": None, "parents": []},
+        {"files": ["/store/a.root"], "first_event": 100, "last_event": 149, "lumis": None, "locations": ["T1_A"], "failed": False, "short": False, "failed_reason": None, "failed_code": None, "parents": []},
+        {"files": ["/store/b.root"], "first_event": 0, "last_event": 49, "lumis": None, "locations": ["T1_A"], "failed": False, "short": False, "failed_reason": None, "failed_code": None, "parents": []},
+        {"files": ["/store/c.root"], "first_event": 0, "last_event": None, "lumis": None, "locations": ["T2_B"], "failed": False, "short": False, "failed_reason": None, "failed_code": None, "parents": []},
     ]
 
 
 def test_lumi_based_contract_and_failed_jobs():
     assert jobs("-a", "LumiBased", "-p", "lumis_per_job=2", "-p", "siteBlacklist=T2_B") == [
-        {"files": ["/store/a.root"], "first_event": None, "last_event": None, "lumis": {"1": [[1, 2]]}, "locations": ["T1_A"], "failed": False, "short": False},
+        {"files": ["/store/a.root"], "first_event": None, "last_event": None, "lumis": {"1": [[1, 2]]}, "locations": ["T1_A"], "failed": False, "short": False, "failed_reason": None, "failed_code": None, "parents": []},
         {"files": ["/store/a.root", "/store/b.root"], "first_event": None, "last_event": None, "lumis": {"1": [[3, 3], [4, 4]]},
-         "locations": ["T1_A"], "failed": False, "short": False},
-        {"files": ["/store/b.root"], "first_event": None, "last_event": None, "lumis": {"1": [[5, 5]]}, "locations": ["T1_A"], "failed": False, "short": False},
-        {"files": ["/store/c.root"], "first_event": None, "last_event": None, "lumis": {"2": [[1, 1]]}, "locations": [], "failed": True, "short": False},
+         "locations": ["T1_A"], "failed": False, "short": False, "failed_reason": None, "failed_code": None, "parents": []},
+        {"files": ["/store/b.root"], "first_event": None, "last_event": None, "lumis": {"1": [[5, 5]]}, "locations": ["T1_A"], "failed": False, "short": False, "failed_reason": None, "failed_code": None, "parents": []},
+        {"files": ["/store/c.root"], "first_event": None, "last_event": None, "lumis": {"2": [[1, 1]]}, "locations": [], "failed": True, "short": False, "failed_reason": NO_SITE, "failed_code": 71101, "parents": []},
     ]
 
 
@@ -69,7 +72,7 @@ def test_open_fileset_waits_for_enough_work():
     open_set = dict(FILESET, closed=False)
     assert jobs("-a", "MinFileBased", "-p", "files_per_job=2", document=open_set) == [
         {"files": ["/store/a.root", "/store/b.root"], "first_event": None, "last_event": None, "lumis": None,
-         "locations": ["T1_A"], "failed": False, "short": False}]
+         "locations": ["T1_A"], "failed": False, "short": False, "failed_reason": None, "failed_code": None, "parents": []}]
 
 
 def test_table_output_and_summary_on_stderr():
@@ -79,6 +82,33 @@ def test_table_output_and_summary_on_stderr():
     assert lines[2].split() == ["1", "2", "/store/a.root,/store/b.root", "T1_A", "ok"]
     assert result.stderr.strip() == "2 jobs from 3 files"
     assert run("-a", "FileBased", "-q").stderr == ""
+
+
+PARENTED = {"closed": False, "files": [
+    {"lfn": "/u/a-1", "size": 400, "events": 100, "first_event": 100, "locations": ["T1_A"], "runs": {"1": [7]}, "parents": ["/d/A"]},
+    {"lfn": "/u/a-0", "size": 400, "events": 100, "first_event": 0, "locations": ["T1_A"], "runs": {"1": [7]}, "parents": ["/d/A"]},
+    {"lfn": "/u/b-0", "size": 300, "events": None, "locations": ["T1_A"], "runs": {"1": [8]}, "parents": ["/d/B", "/d/A"]},
+    {"lfn": "/u/c-0", "size": 300, "events": 100, "locations": ["T1_A"], "runs": {"1": [9]}, "parents": ["/d/C"]},
+    {"lfn": "/u/d-0", "size": 900, "events": 100, "locations": ["T1_A"], "runs": {"2": [1]}, "parents": ["/d/D"]},
+]}
+
+
+def test_wmbs_merge_by_size_keeps_each_parents_outputs_together():
+    merged = jobs("-a", "WMBSMergeBySize", "-p", "min_merge_size=500", "-p", "max_merge_size=1200", document=PARENTED)
+    # b-0's lowest parent is /d/A: one merge unit with a-0 and a-1, ordered by first event; c-0 waits (300 bytes).
+    assert [job["files"] for job in merged] == [["/u/a-0", "/u/b-0", "/u/a-1"], ["/u/d-0"]]
+    waiting = jobs("-a", "WMBSMergeBySize", "-p", "min_merge_size=500", "-p", "max_merge_size=1200", "-p",
+                   "unfinished_parents=/d/A", document=PARENTED)
+    assert [job["files"] for job in waiting] == [["/u/d-0"]]  # the unit of /d/A waits for its parent's jobs
+
+
+def test_include_parents_and_unknown_events():
+    (job,) = jobs("-a", "FileBased", "-p", "include_parents=true", document=PARENTED)
+    assert job["parents"] == ["/d/A", "/d/B", "/d/C", "/d/D"]
+    assert all(job["parents"] == [] for job in jobs("-a", "FileBased", document=PARENTED))
+    events = jobs("-a", "EventBased", "-p", "events_per_job=100", "-p", "include_parents=true", document=PARENTED)
+    assert [(job["files"], job["first_event"], job["last_event"], job["parents"]) for job in events][2] == (
+        ["/u/b-0"], 0, None, ["/d/B", "/d/A"])  # unknown events: one job over the whole file
 
 
 def test_yaml_and_tsv():
@@ -99,12 +129,12 @@ def test_needs_no_store():
     (("-a", "FileBased"), {"files": [{"lfn": "a", "runs": {"x": [1]}}]}, "jedictl: error: files[0].runs.x: run numbers must be whole numbers"),
     (("-a", "FileBased"), {"files": [{"lfn": "a", "runs": {"1": [0]}}]}, "jedictl: error: files[0].runs.1[0]: lumi sections are whole numbers from 1"),
     (("-a", "FileBased"), {"files": [{"lfn": "a", "event": 3}]}, ("jedictl: error: files[0].event: unknown field (known: lfn, size, events, "
-                                                                    "locations, runs, first_event, insert_time, boundary_id, lumi_block)")),
+                                                                    "locations, runs, first_event, insert_time, parents, boundary_id, lumi_block)")),
     (("-a", "FileBased"), {"files": [{"lfn": "a"}, {"lfn": "a"}]}, "jedictl: error: files[1].lfn: duplicate lfn (also files[0])"),
     (("-a", "FileBased"), {"closed": "yes", "files": []}, "jedictl: error: closed: must be true or false"),
     (("-a", "RunBased"), {"files": [{"lfn": "a"}]}, "jedictl: error: files[0].runs: RunBased needs the run of every file"),
     (("-a", "Nope"), FILESET, ("jedictl: error: --algorithm: unknown algorithm 'Nope' (known: FileBased, MinFileBased, EventBased, "
-                               "LumiBased, EventAwareLumiBased, SizeBased, RunBased, ParentlessMergeBySize, SiblingProcessingBased, "
+                               "LumiBased, EventAwareLumiBased, SizeBased, RunBased, ParentlessMergeBySize, WMBSMergeBySize, SiblingProcessingBased, "
                                "Harvest, jedi)")),
     (("-a", "EventBased", "-p", "events_per_job=ten"), FILESET, "jedictl: error: --param events_per_job: must be a whole number"),
     (("-a", "EventBased", "-p", "events_per_job"), FILESET, "jedictl: error: --param: 'events_per_job' must be KEY=VALUE"),
@@ -112,6 +142,19 @@ def test_needs_no_store():
      "jedictl: error: --param nFilesPerJob: cannot be combined with --param nGBPerJob"),
     (("-a", "jedi", "-p", "nFilesPerJob=0"), FILESET, "jedictl: error: --param nFilesPerJob: must be at least 1"),
     (("-a", "jedi", "-p", "groupBoundaryID=9"), FILESET, "jedictl: error: groupBoundaryID: must be 1, 2, 3 or 4"),
+    (("-a", "FileBased"), {"files": [{"lfn": "a", "parents": "p"}]}, "jedictl: error: files[0].parents: must be a list of parent LFNs"),
+    (("-a", "FileBased"), {"files": [{"lfn": "a", "parents": ["a"]}]}, "jedictl: error: files[0].parents: a file cannot be its own parent"),
+    (("-a", "FileBased", "-p", "include_parents=true"), FILESET,
+     "jedictl: error: --param include_parents: is true but no input file has parents (files[].parents)"),
+    (("-a", "SizeBased", "-p", "include_parents=true"), FILESET, ("jedictl: error: --param include_parents: unknown parameter for "
+                                                                  "SizeBased; only FileBased, MinFileBased, EventBased, LumiBased, "
+                                                                  "EventAwareLumiBased take it")),
+    (("-a", "LumiBased", "-p", "max_events_per_lumi=5"), FILESET,
+     "jedictl: error: --param max_events_per_lumi: unknown parameter for LumiBased; only EventAwareLumiBased take it"),
+    (("-a", "EventAwareLumiBased", "-p", "max_events_per_lumi=0"), FILESET,
+     "jedictl: error: --param max_events_per_lumi: must be at least 1"),
+    (("-a", "WMBSMergeBySize", "-p", "max_wait_time=5"), FILESET,
+     "jedictl: error: --param max_wait_time: unknown parameter for WMBSMergeBySize; only ParentlessMergeBySize take it"),
 ])
 def test_bad_input_is_exit_2_with_one_line_naming_the_field(args, document, message):
     result = run(*args, document=document, code=2)

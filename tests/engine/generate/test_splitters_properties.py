@@ -207,7 +207,7 @@ def test_event_based_ranges_partition_every_file(fileset, per_job):
     for file in fileset.files:
         mine = [(job.first_event, job.last_event) for job in jobs if job.files == (file.lfn,)]
         if file.events == 0:
-            assert mine == [(None, None)]
+            assert mine == [(file.first_event, None)]
             continue
         covered = [event for first, last in mine for event in range(first, last + 1)]
         assert covered == list(range(file.first_event, file.first_event + file.events))

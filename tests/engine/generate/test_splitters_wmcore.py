@@ -63,7 +63,7 @@ def test_file_based_site_lists_and_failed_on_creation():
     fileset = [f("a", loc=("T1_A",)), f("b", loc=("T2_B",)), f("c", loc=())]
     jobs = split("FileBased", fileset, files_per_job=5, siteBlacklist="T2_B")
     assert [(j.files, j.locations, j.failed) for j in jobs] == [(("a",), ("T1_A",), False), (("b",), (), True), (("c",), (), True)]
-    assert "no location" in jobs[2].failed_reason
+    assert jobs[2].failed_code == 71101 and jobs[2].failed_reason.startswith("No sites are available to submit the job")
     trusted = split("FileBased", fileset, files_per_job=5, trustSitelists=True, siteWhitelist="X,Y")
     assert [(j.files, j.locations) for j in trusted] == [(("a", "b", "c"), ("X", "Y"))]
 
@@ -95,7 +95,7 @@ def test_event_based_cuts_each_file_and_keeps_zero_event_files():
         (["a"], (0, 99), None, ["T1_A"], False),
         (["a"], (100, 199), None, ["T1_A"], False),
         (["a"], (200, 249), None, ["T1_A"], False),
-        (["z"], NO_EVENTS, None, ["T1_A"], False),  # one job over the whole (empty) file
+        (["z"], (0, None), None, ["T1_A"], False),  # one job over the whole (empty) file: first event 0, no last
         (["b"], (10, 109), None, ["T1_A"], False),
     ]
     assert len(split("EventBased", fileset, closed=False, events_per_job=100)) == 5  # no waiting for more input
@@ -189,7 +189,8 @@ def test_event_aware_single_long_lumi_is_failed_on_creation():
         (["long"], NO_EVENTS, {"2": [[1, 1]]}, ["T1_A"], True),  # 1000 events x 200 s > 48 h
         (["d"], NO_EVENTS, {"3": [[1, 2]]}, ["T1_A"], False),
     ]
-    assert "job_time_limit 172800" in jobs[2].failed_reason
+    assert jobs[2].failed_reason == "File long has a single lumi 1, in run 2 with too many events 1000 and it would take 200000 sec to run"
+    assert jobs[2].failed_code == 99305
     allowed = split("EventAwareLumiBased", fileset, events_per_job=200, splitOnRun=False,
                     performance={"timePerEvent": 200}, allowCreationFailure=False)
     assert [j.failed for j in allowed] == [False] * 4

@@ -9,7 +9,7 @@ Pure policy over frozen values; no store, no CLI. Modules:
   wmcore_model   WMFile, Fileset, PlannedJob, location groups, lumi masks, site lists
   wmcore_files   FileBased, MinFileBased, SizeBased, RunBased, SiblingProcessingBased, EventBased
   wmcore_lumis   LumiBased, EventAwareLumiBased
-  wmcore_merge   ParentlessMergeBySize, Harvest
+  wmcore_merge   ParentlessMergeBySize, WMBSMergeBySize, Harvest
   registry       algorithm names -> functions and parameters; split_fileset(), the CLI's entry point
   jedi_preview   `split --algorithm jedi`: task options -> records -> sub-chunks -> PlannedJob
   contract       the JSON contract of `jedictl split`

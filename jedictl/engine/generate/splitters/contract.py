@@ -3,9 +3,13 @@
 Input  `{"closed": true, "files": [{"lfn": "...", "size": 123, "events": 100, "locations": ["SITE"],
          "runs": {"1": [1, 2, 3]}}]}` -- `runs` maps a run number to its lumi sections. Optional
          per-file keys: `first_event` (WMCore), `insert_time` (epoch seconds, merge waiting),
-         `boundary_id` and `lumi_block` (read by `jedi`). Anything else is an error naming the field.
+         `parents` (parent LFNs: include_parents, WMBSMergeBySize), `boundary_id` and `lumi_block`
+         (read by `jedi`). `events` may be null (unknown: read as 0, WMCore's file default).
+         Anything else is an error naming the field.
 Output `{"jobs": [{"files": [...], "first_event": 0, "last_event": 99, "lumis": {"1": [[1, 3]]},
-         "locations": ["SITE"], "failed": false, "short": false}]}` -- see `PlannedJob.as_contract`.
+         "locations": ["SITE"], "failed": false, "short": false, "failed_reason": null,
+         "failed_code": null, "parents": []}]}` -- see `PlannedJob.as_contract`; the last three
+         fields extend the contract of issue 5 (issue 21).
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ from typing import Any, Iterable, Mapping
 from jedictl.engine.generate.splitters.wmcore_model import Fileset, PlannedJob, WMFile
 from jedictl.errors import BadInput
 
-_FILE_KEYS = ("lfn", "size", "events", "locations", "runs", "first_event", "insert_time", "boundary_id", "lumi_block")
+_FILE_KEYS = ("lfn", "size", "events", "locations", "runs", "first_event", "insert_time", "parents", "boundary_id",
+              "lumi_block")
 
 
 def parse_fileset(document: Any) -> Fileset:
@@ -53,17 +58,23 @@ def _parse_file(raw: Any, path: str) -> WMFile:
     locations = raw.get("locations", [])
     if not isinstance(locations, list) or not all(isinstance(site, str) and site for site in locations):
         raise BadInput("must be a list of site names", f"{path}.locations")
+    parents = raw.get("parents", [])
+    if not isinstance(parents, list) or not all(isinstance(parent, str) and parent.strip() for parent in parents):
+        raise BadInput("must be a list of parent LFNs", f"{path}.parents")
+    if lfn in parents:
+        raise BadInput("a file cannot be its own parent", f"{path}.parents")
     insert_time = raw.get("insert_time")
     if insert_time is not None and (isinstance(insert_time, bool) or not isinstance(insert_time, (int, float))):
         raise BadInput("must be a number of seconds since the epoch", f"{path}.insert_time")
     return WMFile(
         lfn=lfn,
         size=_count(raw.get("size", 0), f"{path}.size"),
-        events=_count(raw.get("events", 0), f"{path}.events"),
+        events=_count(0 if raw.get("events") is None else raw["events"], f"{path}.events"),
         locations=tuple(dict.fromkeys(locations)),
         runs=_runs(raw.get("runs", {}), f"{path}.runs"),
         first_event=_count(raw.get("first_event", 0), f"{path}.first_event"),
         insert_time=float(insert_time) if insert_time is not None else None,
+        parents=tuple(dict.fromkeys(parents)),
         boundary_id=_count(raw["boundary_id"], f"{path}.boundary_id") if raw.get("boundary_id") is not None else None,
         lumi_block=_count(raw["lumi_block"], f"{path}.lumi_block") if raw.get("lumi_block") is not None else None,
     )

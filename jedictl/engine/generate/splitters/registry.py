@@ -39,8 +39,10 @@ from jedictl.engine.generate.splitters.wmcore_merge import (
     HarvestParams,
     HarvestState,
     ParentlessMergeBySizeParams,
+    WMBSMergeBySizeParams,
     harvest,
     parentless_merge_by_size,
+    wmbs_merge_by_size,
 )
 from jedictl.engine.generate.splitters.wmcore_model import Fileset, JobFactoryParams, PlannedJob
 from jedictl.errors import BadInput
@@ -74,6 +76,8 @@ WMCORE_ALGORITHMS: dict[str, Algorithm] = {
         Algorithm("RunBased", "files of one run per job, files_per_job at most", (RunBasedParams,), run_based, needs_runs=True),
         Algorithm("ParentlessMergeBySize", "merge jobs between min_merge_size and max_merge_size", (ParentlessMergeBySizeParams,),
                   parentless_merge_by_size),
+        Algorithm("WMBSMergeBySize", "merge jobs of whole merge units (the outputs of one parent), by size and run",
+                  (WMBSMergeBySizeParams,), wmbs_merge_by_size),
         Algorithm("SiblingProcessingBased", "files_per_job files per job over files all siblings finished",
                   (SiblingProcessingBasedParams,), sibling_processing_based),
         Algorithm("Harvest", "one job over all files per run (or per location), periodic or at the end",
@@ -110,6 +114,9 @@ def split_fileset(
         for index, file in enumerate(fileset.files):
             if not file.runs:
                 raise BadInput(f"{name} needs the run of every file", f"files[{index}].runs")
+    if any(getattr(p, "include_parents", False) for p in parsed) and fileset.files and not any(f.parents for f in fileset.files):
+        # WMCore refuses IncludeParents when the input dataset has no parents (validateInputDatasSetAndParentFlag).
+        raise BadInput("is true but no input file has parents (files[].parents)", "--param include_parents")
     return spec.run(fileset, *parsed, factory)
 
 
@@ -119,8 +126,14 @@ def parse_params(spec: Algorithm, params: Mapping[str, Any], now: float = 0.0) -
     parsed = [_build(kind, remaining) for kind in spec.param_types]
     factory = dataclasses.replace(_build(JobFactoryParams, remaining), now=now)
     if remaining:
+        key = next(iter(remaining))
+        elsewhere = [other.name for other in WMCORE_ALGORITHMS.values()
+                     if any(key in param_names(kind) for kind in other.param_types)]
+        if elsewhere:
+            # e.g. include_parents: an algorithm of WMCore that does not read it refuses it here.
+            raise BadInput(f"unknown parameter for {spec.name}; only {', '.join(elsewhere)} take it", f"--param {key}")
         known = ", ".join(sorted(name for kind in (*spec.param_types, JobFactoryParams) for name in param_names(kind)))
-        raise BadInput(f"unknown parameter for {spec.name} (known: {known})", f"--param {next(iter(remaining))}")
+        raise BadInput(f"unknown parameter for {spec.name} (known: {known})", f"--param {key}")
     return parsed, factory
 
 

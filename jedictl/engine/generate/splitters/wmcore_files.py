@@ -39,14 +39,14 @@ class FileBasedParams:
     respect_run_boundaries: bool = param(False, "start a new job when a file's lowest run changes")
     runs: tuple[int, ...] = param((), "lumi mask: run numbers (with `lumis`)")
     lumis: tuple[str, ...] = param((), "lumi mask: one 'first,last,first,last...' string per run (runs separated by ;)", separator=";")
-    include_parents: bool = param(False, "attach parent files (accepted; jedictl has no parentage)")
+    include_parents: bool = param(False, "give each job the parents of its files (files[].parents)")
 
 
 def file_based(fileset: Fileset, params: FileBasedParams, factory: JobFactoryParams) -> list[PlannedJob]:
     drafts: list[JobDraft] = []
     for batch in load_batches(fileset.files, factory.file_load_limit):
         drafts.extend(_file_based(batch, params, factory))
-    return freeze_all(drafts, factory)
+    return freeze_all(drafts, factory, params.include_parents)
 
 
 def _file_based(files: Sequence[WMFile], params: FileBasedParams, factory: JobFactoryParams) -> list[JobDraft]:
@@ -120,7 +120,7 @@ class MinFileBasedParams:
     files_per_job: int = param(10, "files per job; while the fileset is open only full jobs are made", minimum=1)
     jobs_per_group: int = param(0, "jobs per job group (groups only; no effect on the jobs)", minimum=0)
     respect_run_boundaries: bool = param(False, "start a new job when a file's lowest run changes")
-    include_parents: bool = param(False, "attach parent files (accepted; jedictl has no parentage)")
+    include_parents: bool = param(False, "give each job the parents of its files (files[].parents)")
 
 
 def min_file_based(fileset: Fileset, params: MinFileBasedParams, factory: JobFactoryParams) -> list[PlannedJob]:
@@ -145,7 +145,7 @@ def min_file_based(fileset: Fileset, params: MinFileBasedParams, factory: JobFac
                 files_in_job += 1
                 current.add_file(file)  # type: ignore[union-attr]
                 used += 1
-    return freeze_all(drafts, factory)
+    return freeze_all(drafts, factory, params.include_parents)
 
 
 @dataclass(frozen=True)
@@ -243,7 +243,7 @@ class EventBasedParams:
     events_per_job: int = param(100, "events per job; a job never spans two files", minimum=1)
     events_per_lumi: int = param(0, "Monte Carlo (MCFakeFile) events per lumi section (0 = events_per_job)", minimum=0)
     lhe_input_files: bool = param(False, "Monte Carlo jobs read LHE files (passed to the job)", wmcore="lheInputFiles")
-    include_parents: bool = param(False, "attach parent files (accepted; jedictl has no parentage)")
+    include_parents: bool = param(False, "give each job the parents of its files (files[].parents)")
 
 
 def event_based(fileset: Fileset, params: EventBasedParams, factory: JobFactoryParams) -> list[PlannedJob]:
@@ -257,9 +257,11 @@ def event_based(fileset: Fileset, params: EventBasedParams, factory: JobFactoryP
                     drafts.extend(_monte_carlo_jobs(file, per_job, per_lumi))
                     continue
                 if file.events == 0:
-                    # A file without events still gets one job, over the whole file.
+                    # A file without (or with unknown) events still gets one job, over the whole file:
+                    # the mask skips to the file's first event and sets no last event.
                     draft = JobDraft()
                     draft.add_file(file)
+                    draft.first_event = file.first_event
                     drafts.append(draft)
                     continue
                 event, remaining = file.first_event, file.events
@@ -271,7 +273,7 @@ def event_based(fileset: Fileset, params: EventBasedParams, factory: JobFactoryP
                     drafts.append(draft)
                     remaining -= per_job
                     event += per_job
-    return freeze_all(drafts, factory)
+    return freeze_all(drafts, factory, params.include_parents)
 
 
 def _monte_carlo_jobs(file: WMFile, per_job: int, per_lumi: int) -> list[JobDraft]:

@@ -22,6 +22,7 @@ from jedictl.engine.generate.splitters.wmcore_model import (
     JobFactoryParams,
     LumiMask,
     Performance,
+    TOO_MANY_EVENTS_CODE,
     PlannedJob,
     WMFile,
     build_lumi_mask,
@@ -45,7 +46,7 @@ class LumiBasedParams:
     runs: tuple[int, ...] = param((), "lumi mask: run numbers (with `lumis`)")
     lumis: tuple[str, ...] = param((), "lumi mask: one 'first,last,first,last...' string per run (runs separated by ;)", separator=";")
     apply_lumi_correction: bool = param(False, "a lumi seen in several files stays in its first job, which gets those files", wmcore="applyLumiCorrection")
-    include_parents: bool = param(False, "attach parent files (accepted; jedictl has no parentage)")
+    include_parents: bool = param(False, "give each job the parents of its files (files[].parents)")
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,8 @@ class EventAwareLumiBasedParams:
     events_per_job: int = param(5000, "target events per job; lumis per job = events_per_job / avg events per lumi", minimum=1)
     job_limit: int = param(0, "refuse to split into more jobs than this (0 = no limit)", minimum=0)
     job_time_limit: int = param(48 * 3600, "seconds; a single-lumi file expected to run longer is a failed job", minimum=1)
+    max_events_per_lumi: int | None = param(None, "a single-lumi file with more (average) events is a failed job (WMCore until 2018)",
+                                            minimum=1)
     total_events: int = param(0, "stop after this many (average) events (0 = all)", minimum=0)
     halt_job_on_file_boundaries: bool = param(False, "a job never spans two files")
     split_on_run: bool = param(True, "a job never spans two runs", wmcore="splitOnRun")
@@ -62,7 +65,7 @@ class EventAwareLumiBasedParams:
     apply_lumi_correction: bool = param(False, "a lumi seen in several files stays in its first job, which gets those files", wmcore="applyLumiCorrection")
     allow_creation_failure: bool = param(True, "create the too-long single-lumi jobs as failed (else as normal jobs)", wmcore="allowCreationFailure")
     performance: dict | None = param(None, 'the task\'s performance section, e.g. {"timePerEvent": 12.5}')  # noqa: RUF009 - param() only adds metadata
-    include_parents: bool = param(False, "attach parent files (accepted; jedictl has no parentage)")
+    include_parents: bool = param(False, "give each job the parents of its files (files[].parents)")
 
 
 class _LumiChecker:
@@ -109,7 +112,7 @@ def lumi_based(fileset: Fileset, params: LumiBasedParams, factory: JobFactoryPar
         if not fileset.closed:
             groups = [g for g in groups if sum(f.lumi_count for f in g) >= params.lumis_per_job]
         drafts.extend(_walk_lumis(_prepared(groups), params, mask))
-    return freeze_all(drafts, factory)
+    return freeze_all(drafts, factory, params.include_parents)
 
 
 def _walk_lumis(groups: list[list[WMFile]], params: LumiBasedParams, mask: LumiMask) -> list[JobDraft]:
@@ -181,13 +184,24 @@ def event_aware_lumi_based(fileset: Fileset, params: EventAwareLumiBasedParams, 
         if not fileset.closed:
             groups = [g for g in groups if sum(f.events for f in g) >= params.events_per_job]
         drafts.extend(_walk_event_aware(_prepared(groups), params, mask, time_per_event))
-    return freeze_all(drafts, factory)
+    return freeze_all(drafts, factory, params.include_parents)
 
 
 def _lumis_for(target: int, file: WMFile) -> int:
     """Lumis of this file that make about `target` events (all of them for a file without events)."""
     average = file.avg_events_per_lumi
     return max(math.floor(target / average), 1) if average else file.lumi_count
+
+
+def _too_long_reason(file: WMFile, run: int, lumi: int, time_per_lumi: float) -> str:
+    """EventAwareLumiBased's failedReason, word for word (the time printed with %d: truncated)."""
+    return (f"File {file.lfn} has a single lumi {lumi}, in run {run} "
+            f"with too many events {file.events} and it would take {int(time_per_lumi)} sec to run")
+
+
+def _too_many_reason(file: WMFile) -> str:
+    """The failedReason of WMCore's max_events_per_lumi rule (EventAwareLumiBased before Jan 2018)."""
+    return f"File {file.lfn} has too many events ({file.events}) in {file.lumi_count} lumi(s)"
 
 
 def _walk_event_aware(groups: list[list[WMFile]], params: EventAwareLumiBasedParams, mask: LumiMask,
@@ -208,7 +222,9 @@ def _walk_event_aware(groups: list[list[WMFile]], params: EventAwareLumiBasedPar
             lumis_in_job_in_file = 0
             carry_over = fail_next = False
             time_per_lumi = average * time_per_event
-            if time_per_lumi > params.job_time_limit and file.lumi_count == 1:
+            too_long = time_per_lumi > params.job_time_limit
+            too_many = params.max_events_per_lumi is not None and average > params.max_events_per_lumi
+            if (too_long or too_many) and file.lumi_count == 1:
                 # one lumi that alone runs too long: its own job, failed on creation
                 lumis_per_job, stop_job, fail_next = 1, True, params.allow_creation_failure
             elif halt:
@@ -244,10 +260,10 @@ def _walk_event_aware(groups: list[list[WMFile]], params: EventAwareLumiBasedPar
                             current.add_lumis(last_run, first_lumi, last_lumi)  # type: ignore[union-attr]
                         reason = None
                         if fail_next:
-                            reason = (f"file {file.lfn} has a single lumi {lumi} in run {run} with {file.events} events "
-                                      f"that would take {time_per_lumi:.0f} s (job_time_limit {params.job_time_limit} s)")
+                            reason = _too_long_reason(file, run, lumi, time_per_lumi) if too_long else _too_many_reason(file)
                         checker.close_job(current)
-                        current = JobDraft(failed=fail_next, failed_reason=reason)
+                        current = JobDraft(failed=fail_next, failed_reason=reason,
+                                           failed_code=TOO_MANY_EVENTS_CODE if fail_next else None)
                         drafts.append(current)
                         fail_next = False
                         first_lumi, lumis_in_job, lumis_in_job_in_file, job_avg_events = lumi, 0, 0, 0

@@ -1,6 +1,6 @@
-"""WMCore's algorithms that wait for their moment: ParentlessMergeBySize (merge unmerged files by size)
-and Harvest (one job over the whole fileset, periodically or at the end of the run); peers.md §1.4 and
-seed 004.
+"""WMCore's algorithms that wait for their moment: ParentlessMergeBySize and WMBSMergeBySize (merge
+unmerged files by size, the second keeping the files of one parent together) and Harvest (one job over
+the whole fileset, periodically or at the end of the run); peers.md §1.4 and seed 004.
 
 Both read a clock (`JobFactoryParams.now`) and, for Harvest, what is known about earlier harvesting
 jobs (`HarvestState`), so that the decision stays a pure function.
@@ -99,6 +99,96 @@ def _merge_job(items: list[_Mergeable]) -> JobDraft:
     for item in sorted(items, key=lambda m: m.order):
         draft.add_file(item.file)
     draft.sites = (items[0].site,)
+    return draft
+
+
+@dataclass(frozen=True)
+class WMBSMergeBySizeParams:
+    max_merge_size: int = param(1_000_000_000, "largest merged file (bytes)", minimum=1)
+    min_merge_size: int = param(1_048_576, "a merge job is made once its files exceed this (bytes)", minimum=0)
+    max_merge_events: int = param(50_000, "most events in a merged file", minimum=1)
+    unfinished_parents: tuple[str, ...] = param((), "parent LFNs some job of which has not succeeded (yet): their children wait")
+
+
+def wmbs_merge_by_size(fileset: Fileset, params: WMBSMergeBySizeParams, factory: JobFactoryParams) -> list[PlannedJob]:
+    """Merge the outputs of a processing task honouring the files they came from (WMBSMergeBySize).
+
+    Mergeable are the files with parents, runs and a location whose parents' processing jobs all
+    succeeded (GetFilesForMerge). Files with the same (lowest) parent form a *merge unit* that is never
+    split; units are grouped by location set and lowest run and, in the order they were formed, packed
+    into jobs as ParentlessMergeBySize packs files: a unit above either maximum is merged alone, a job is
+    made when the next unit would overflow and the job is above `min_merge_size` (or the fileset is
+    closed: the workflow is fully injected, every merge is forced), otherwise that unit waits. A job's
+    files are its units by (run, lumi), each unit's files by first event."""
+    unfinished = set(params.unfinished_parents)
+    units: dict[frozenset[str], dict[int, list[_MergeUnit]]] = {}
+    last_created: _MergeUnit | None = None
+    for file in fileset.files:
+        if not file.parents or not file.runs or not file.lumi_count or not file.locations:
+            continue
+        if unfinished.intersection(file.parents):
+            continue
+        parent = min(file.parents)  # MIN(parent id): the parent of lowest id stands for the unit
+        run = file.runs[0][0]
+        lumi = min(lumis[0] for _run, lumis in file.runs if lumis)
+        bucket = units.setdefault(frozenset(file.locations), {}).setdefault(run, [])
+        for unit in bucket:
+            if unit.parent == parent:
+                unit.files.append(file)
+                unit.size += file.size
+                unit.events += file.events
+                if (run, lumi) < (unit.run, unit.lumi) and last_created is not None:
+                    # WMCore writes the lower run/lumi into the unit it created last, not into this one.
+                    last_created.run, last_created.lumi = run, lumi
+                break
+        else:
+            last_created = _MergeUnit(parent, run, lumi, [file], file.size, file.events)
+            bucket.append(last_created)
+    drafts: list[JobDraft] = []
+    for by_run in units.values():
+        for bucket in by_run.values():
+            drafts.extend(_merge_units(bucket, params, force=fileset.closed))
+    return freeze_all(drafts, factory)
+
+
+@dataclass
+class _MergeUnit:
+    parent: str
+    run: int
+    lumi: int
+    files: list[WMFile]
+    size: int
+    events: int
+
+
+def _merge_units(units: list[_MergeUnit], params: WMBSMergeBySizeParams, force: bool) -> list[JobDraft]:
+    drafts: list[JobDraft] = []
+    size = events = 0
+    pending: list[_MergeUnit] = []
+    for unit in units:
+        if unit.size > params.max_merge_size or unit.events > params.max_merge_events:
+            drafts.append(_units_job([unit]))  # too big to merge with anything
+            continue
+        if unit.size + size > params.max_merge_size or unit.events + events > params.max_merge_events:
+            if size > params.min_merge_size or force:
+                drafts.append(_units_job(pending))
+                size = events = 0
+                pending = []
+            else:
+                continue  # the job is still too small: this unit waits for a later cycle
+        pending.append(unit)
+        size += unit.size
+        events += unit.events
+    if (size > params.min_merge_size or force) and pending:
+        drafts.append(_units_job(pending))
+    return drafts
+
+
+def _units_job(units: list[_MergeUnit]) -> JobDraft:
+    draft = JobDraft()
+    for unit in sorted(units, key=lambda u: (u.run, u.lumi)):
+        for file in sorted(unit.files, key=lambda f: f.first_event):
+            draft.add_file(file)
     return draft
 
 

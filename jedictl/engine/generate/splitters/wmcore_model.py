@@ -4,7 +4,8 @@ the run/lumi mask, and the JobFactory's site lists (peers.md §1.4 "common behav
 A job's possible sites are its first file's locations intersected with the site whitelist and minus
 the blacklist (with `trustSitelists`, every file counts as being in one place and the sites are the
 whitelist minus the blacklist). A job with no possible site is failed on creation, as JobCreator's
-`createfailed` jobs are.
+`createfailed` jobs are, with WMCore's error code 71101 and its text (JobFactory.commit); that
+overrides any other reason the algorithm gave the job.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class WMFile:
     insert_time: float | None = None  # epoch seconds it joined the fileset (merge max_wait_time)
     boundary_id: int | None = None  # only read by the `jedi` algorithm
     lumi_block: int | None = None  # only read by the `jedi` algorithm
+    parents: tuple[str, ...] = ()  # parent LFNs (WMCore findParent: the merged ancestors), for include_parents
 
     @property
     def min_run(self) -> int | None:
@@ -80,6 +82,8 @@ class PlannedJob:
     failed: bool = False  # failed on creation
     failed_reason: str | None = None
     short: bool = False  # jedi: fewer files/events than asked
+    failed_code: int | None = None  # WMCore's failedErrCode of a job failed on creation (71101, 99305)
+    parents: tuple[str, ...] = ()  # include_parents: the parent LFNs of the job's files, in file order
 
     def as_contract(self) -> dict[str, object]:
         return {
@@ -90,6 +94,9 @@ class PlannedJob:
             "locations": list(self.locations),
             "failed": self.failed,
             "short": self.short,
+            "failed_reason": self.failed_reason,
+            "failed_code": self.failed_code,
+            "parents": list(self.parents),
         }
 
 
@@ -108,9 +115,9 @@ class JobFactoryParams:
 class JobDraft:
     """A job being filled by an algorithm; frozen into a PlannedJob at the end (local to one call)."""
 
-    __slots__ = ("_lfns", "failed", "failed_reason", "files", "first_event", "last_event", "mask", "sites")
+    __slots__ = ("_lfns", "failed", "failed_code", "failed_reason", "files", "first_event", "last_event", "mask", "sites")
 
-    def __init__(self, failed: bool = False, failed_reason: str | None = None) -> None:
+    def __init__(self, failed: bool = False, failed_reason: str | None = None, failed_code: int | None = None) -> None:
         self.files: list[WMFile] = []
         self._lfns: set[str] = set()
         self.mask: dict[int, list[tuple[int, int]]] = {}
@@ -118,6 +125,7 @@ class JobDraft:
         self.last_event: int | None = None
         self.failed = failed
         self.failed_reason = failed_reason
+        self.failed_code = failed_code
         self.sites: tuple[str, ...] | None = None  # merge/sibling jobs run where the file's storage is
 
     def add_file(self, file: WMFile) -> None:
@@ -138,12 +146,14 @@ class JobDraft:
                 for lumi in range(first, last + 1):
                     yield run, lumi
 
-    def freeze(self, factory: JobFactoryParams) -> PlannedJob:
+    def freeze(self, factory: JobFactoryParams, include_parents: bool = False) -> PlannedJob:
         locations = self.sites if self.sites is not None else (self.files[0].locations if self.files else ())
-        sites, reason = possible_sites(locations, factory)
-        failed, failed_reason = self.failed, self.failed_reason
-        if not failed and not sites:
-            failed, failed_reason = True, reason
+        sites = possible_sites(locations, factory)
+        failed, failed_reason, failed_code = self.failed, self.failed_reason, self.failed_code
+        if not sites:
+            # JobFactory.commit marks the job whatever the algorithm said before.
+            failed, failed_reason, failed_code = True, NO_SITE_REASON, NO_SITE_CODE
+        parents = tuple(dict.fromkeys(lfn for f in self.files for lfn in f.parents)) if include_parents else ()
         return PlannedJob(
             files=tuple(f.lfn for f in self.files),
             first_event=self.first_event,
@@ -152,11 +162,21 @@ class JobDraft:
             locations=sites,
             failed=failed,
             failed_reason=failed_reason,
+            failed_code=failed_code,
+            parents=parents,
         )
 
 
-def possible_sites(locations: Sequence[str], factory: JobFactoryParams) -> tuple[tuple[str, ...], str]:
-    """The job's sites from its first file's locations and the site lists, and why it has none."""
+# WMCore's failedErrCode and failedReason (WM_JOB_ERROR_CODES) for a job without a possible site.
+NO_SITE_CODE = 71101
+NO_SITE_REASON = ("No sites are available to submit the job because the location of its input(s) do not pass "
+                  "the site whitelist/blacklist restrictions (WMAgent).")
+# WMCore's failedErrCode for a single-lumi file too long to process (EventAwareLumiBased).
+TOO_MANY_EVENTS_CODE = 99305
+
+
+def possible_sites(locations: Sequence[str], factory: JobFactoryParams) -> tuple[str, ...]:
+    """The job's sites from its first file's locations and the site lists (JobFactory.commit)."""
     if factory.trust_sitelists:
         sites = set(factory.site_whitelist) - set(factory.site_blacklist)
     else:
@@ -164,16 +184,11 @@ def possible_sites(locations: Sequence[str], factory: JobFactoryParams) -> tuple
         if factory.site_whitelist:
             sites &= set(factory.site_whitelist)
         sites -= set(factory.site_blacklist)
-    reason = "no possible site: " + (
-        "the site whitelist minus the blacklist is empty" if factory.trust_sitelists
-        else f"input at {', '.join(sorted(locations)) or 'no location'} is outside the site lists"
-        if locations else "the input file has no location"
-    )
-    return tuple(sorted(sites)), reason
+    return tuple(sorted(sites))
 
 
-def freeze_all(drafts: Iterable[JobDraft], factory: JobFactoryParams) -> list[PlannedJob]:
-    return [draft.freeze(factory) for draft in drafts if draft.files]
+def freeze_all(drafts: Iterable[JobDraft], factory: JobFactoryParams, include_parents: bool = False) -> list[PlannedJob]:
+    return [draft.freeze(factory, include_parents) for draft in drafts if draft.files]
 
 
 def location_groups(files: Iterable[WMFile], trust_sitelists: bool = False) -> list[list[WMFile]]:
