@@ -55,6 +55,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "data": ("data", "app"),
     "retry-rules": ("retry_rules", "app"),
     "queue-shares": ("queue_shares", "app"),
+    "agents": ("agents", "app"),
+    "workqueue": ("workqueue", "app"),
     "check": ("check", "check"),
     "db": ("db", "app"),
     "config": ("config_cmd", "app"),

@@ -213,6 +213,24 @@ class Scenario:
         j("periodic pause", "periodic", "pause", "hc.test.ANALY_X")
         j("periodic resume", "periodic", "resume", "hc.test.ANALY_X")
         j("periodic remove", "periodic", "remove", "hc.test.ANALY_X")
+        # The queue layers (docs/queue-layers.md): a task put in the work queue before its first job, an agent takes it.
+        queued = {**WORKED, "taskName": "json.queued", "jobParameters": [
+            WORKED["jobParameters"][0], {**WORKED["jobParameters"][1], "dataset": "ds.queued"}], "log": {**WORKED["log"], "dataset": "ds.queued.log"}}
+        for step in (["submit", "-"], ["refine"], ["feed"]):
+            assert invoke([*step, "--db", self.url, "--now", NOW], input=json.dumps(queued)).exit_code == 0
+        queued_id = run_sql(self.url, lambda conn: conn.execute(select(tasks.c.id).where(tasks.c.name == "json.queued")).scalar_one())
+        j("agents add", "agents", "add", "agent1", "--site", SITE, "--pending-threshold", "10", "--running-threshold", "10",
+          "--max-jobs-per-owner", "1000")
+        j("agents set-state", "agents", "set-state", "agent1", SITE, "normal")
+        j("workqueue create", "workqueue", "create", str(queued_id))
+        j("workqueue list", "workqueue", "list")
+        j("workqueue acquire", "workqueue", "acquire", "--agent", "agent1", "--seed", "1")
+        j("workqueue show", "workqueue", "show", "1")
+        j("workqueue update-locations", "workqueue", "update-locations")
+        j("agents list", "agents", "list")
+        j("agents show", "agents", "show", "agent1")
+        assert invoke(["agents", "add", "agent2", "--db", self.url, "--now", NOW]).exit_code == 0
+        j("agents remove", "agents", "remove", "agent2")
         j("check", "check")
         # Lost-file recovery (docs/recovery.md): a file of the task's output declared lost, the task ended, recovered.
         lost = run_sql(self.url, lambda conn: conn.execute(select(files.c.lfn).join(datasets, datasets.c.id == files.c.dataset_id).where(
@@ -234,7 +252,7 @@ class Scenario:
 
 
 GROUPS = {"task", "jobs", "explain", "sites", "network", "pilots", "data", "retry-rules", "queue-shares", "db", "config", "completion",
-          "periodic"}
+          "periodic", "agents", "workqueue"}
 
 
 @pytest.fixture(scope="module")
@@ -262,7 +280,8 @@ def test_a_pass_counts_every_outcome_it_declares_even_when_zero(scenario):
     reports = [answer for name, answer in scenario.answers.items() if isinstance(answer, dict) and "pass" in answer]
     reports += scenario.answers["run"]["passes"]
     assert {report["pass"] for report in reports} >= {"refine", "feed", "broker", "generate", "finalize", "watch", "simulate", "pilot",
-                                                      "harvest", "report", "heartbeat", "kill", "settle", "periodic"}
+                                                      "harvest", "report", "heartbeat", "kill", "settle", "periodic", "acquire",
+                                                      "locations"}
     for report in reports:
         declared = PASS_COUNTS[report["pass"]]
         assert tuple(report["counts"]) == declared, report["pass"]  # every declared count, in order, and nothing unforeseen

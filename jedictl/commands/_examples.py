@@ -342,4 +342,39 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
         E("Move two queued jobs to the best site their task's brokerage keeps", "jedictl jobs reassign 4711 4712"),
         E("Move job 3 of task 12 to a named site", "jedictl jobs reassign 12.3 --site CERN-PROD_GRID --user alice"),
     ),
+    "agents add": (
+        E("An agent for two sites: 400 pending and 1000 running production jobs each", "jedictl agents add vocms0250 --site CERN-PROD_GRID --site BNL_PROD --pending-threshold 400 --running-threshold 1000"),
+        E("Its schedd's per-owner cap, and thresholds for user jobs at one site", "jedictl agents add vocms0250 --max-jobs-per-owner 20000 --site BNL_PROD --job-type user --pending-threshold 50 --running-threshold 200"),
+    ),
+    "agents list": (
+        E("Every agent, its sites and the elements it holds", "jedictl agents list", True),
+    ),
+    "agents show": (
+        E("Thresholds, jobs and the slots left at each of an agent's sites", "jedictl agents show vocms0250"),
+    ),
+    "agents set-state": (
+        E("Drain a site for one agent: no new elements, its queued work still released", "jedictl agents set-state vocms0250 BNL_PROD drain"),
+    ),
+    "agents remove": (
+        E("Remove an agent that holds no element", "jedictl agents remove vocms0250"),
+    ),
+    "workqueue create": (
+        E("Put task 12's input blocks in the global queue", "jedictl workqueue create 12"),
+    ),
+    "workqueue list": (
+        E("Every element: block, status, agent and site", "jedictl workqueue list", True),
+        E("What is still in the global queue, as JSON", "jedictl workqueue list --status Available -o json", True),
+    ),
+    "workqueue show": (
+        E("One element and its history", "jedictl workqueue show 7"),
+    ),
+    "workqueue acquire": (
+        E("One pass of an agent: take elements for its sites and release them to generate", "jedictl workqueue acquire --agent vocms0250"),
+        E("Every 5 minutes, at most 50 elements a pass", "jedictl workqueue acquire --agent vocms0250 --limit 50 --loop 300"),
+    ),
+    "workqueue update-locations": (
+        E("Refresh the possible sites of every Available element", "jedictl workqueue update-locations"),
+        E("Every 10 minutes (WMCore's location refresh)", "jedictl workqueue update-locations --loop 600"),
+    ),
+
 }

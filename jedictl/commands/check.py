@@ -29,7 +29,9 @@ def check(
     went ahead of its site's build job, that no job but a task's preprocess job was made before that
     job finished, and that event ranges follow their jobs (none held by a job that ended, none left to
     do or unmerged for a file that ended, no file finished without merged ranges, no event-service job
-    merging without its ES merge job). With `--dead-owner` or `--no-live-passes`, also that no
+    merging without its ES merge job), and that each work-queue element was taken by one agent, names a
+    live agent while held and agrees with its jobs (none for a block not released, all at its agent's
+    sites, none left for a Done block). With `--dead-owner` or `--no-live-passes`, also that no
     task is leased by a process that is gone (a pass releases its leases when it ends, also on SIGINT
     or SIGTERM; only a SIGKILL leaves them). Exit 0 when the store is consistent, 1 when a violation
     was found (each is printed).

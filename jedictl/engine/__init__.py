@@ -14,6 +14,8 @@ Rooms, from the bottom layer up (a room may import only rooms below it; `import-
     refine, feed, generate, finalize, watch     one room per agent pass
     harvest     pilots on batch systems: policy, the batch interface (local, slurm), the pass
     periodic    task templates with a schedule: the schedule (pure), the templates, the pass that instantiates them
+    workqueue   WMCore's WorkQueue: elements per input block, the agents' acquire pass by their slots (pure
+                policy), the location update (docs/queue-layers.md)
     views       task and job views, explain, metrics (read only)
     messages    `jedictl listen` (messages -> feed, commands, reports) and the task events published
     pipeline    every agent in order: `jedictl run`

@@ -152,6 +152,34 @@ USER_CAP = "user_cap"
 THROTTLED_FOR_PRESTAGING, THROTTLED_FOR_TRANSFER = "prestaging", "transfer"
 
 
+class ElementStatus(StrEnum):
+    """A work-queue element's status (WMCore's, with the same names; docs/queue-layers.md)."""
+
+    AVAILABLE = "Available"  # in the global queue
+    NEGOTIATING = "Negotiating"  # taken by an agent at the global level, on its way to the agent's local queue
+    ACQUIRED = "Acquired"  # in the agent's local queue, not released to generate yet
+    RUNNING = "Running"  # released: generate makes its jobs at the agent's sites
+    DONE = "Done"  # every record of its block ended, some finished
+    FAILED = "Failed"  # every record failed, or its task failed or broke
+    CANCELED = "Canceled"  # its task was killed or aborted before the element ended
+
+
+#: Work-queue elements held by an agent: the element names its agent, which must exist.
+ELEMENT_HELD = (ElementStatus.NEGOTIATING.value, ElementStatus.ACQUIRED.value, ElementStatus.RUNNING.value)
+#: Ended: nothing moves an element out of them.
+ELEMENT_ENDED = (ElementStatus.DONE.value, ElementStatus.FAILED.value, ElementStatus.CANCELED.value)
+#: Not released to generate: its block has no job yet.
+ELEMENT_UNRELEASED = (ElementStatus.AVAILABLE.value, ElementStatus.NEGOTIATING.value, ElementStatus.ACQUIRED.value)
+
+
+class SiteState(StrEnum):
+    """A site's state for one agent (wmagent-resource-control --normal/--drain/--down)."""
+
+    NORMAL = "normal"
+    DRAIN = "drain"  # no new work from the global queue; the local queue still releases what it holds
+    DOWN = "down"  # nothing at either level
+
+
 class EventStatus(StrEnum):
     """An event range's status (seed 000 "Transition of event status"; PanDA's JEDI_Events codes 0-10)."""
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
-from jedictl.model import JobStatus, ResourceType, TaskStatus
+from jedictl.model import ElementStatus, JobStatus, ResourceType, SiteState, TaskStatus
 
 #: Every status a task row can hold: `TaskStatus`, and the "doing" statuses of the operator commands
 #: (`kill` waits in toabort; `reassign` passes through reassigning/toreassign).
@@ -43,6 +43,9 @@ LOG_FORMATS: tuple[str, ...] = ("text", "json")
 #: A periodic template (docs/periodic-tasks.md).
 PERIODIC_STATUSES: tuple[str, ...] = ("active", "paused")
 OUTPUT_FORMATS: tuple[str, ...] = ("table", "json", "yaml", "tsv")
+#: The queue layers (docs/queue-layers.md): a work-queue element's status, a site's state for an agent.
+ELEMENT_STATUSES: tuple[str, ...] = tuple(s.value for s in ElementStatus)
+AGENT_SITE_STATES: tuple[str, ...] = tuple(s.value for s in SiteState)
 #: The units of a task's ramCount.
 RAM_UNITS: tuple[str, ...] = ("MB", "MBPerCore", "MBPerCoreFixed")
 
@@ -84,4 +87,7 @@ OPTION_CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("run", "--agents"): AGENTS,
     ("run", "--log-format"): LOG_FORMATS,
     ("periodic list", "--status"): PERIODIC_STATUSES,
+    ("agents add", "--state"): AGENT_SITE_STATES,
+    ("agents set-state", "STATE"): AGENT_SITE_STATES,
+    ("workqueue list", "--status"): ELEMENT_STATUSES,
 }

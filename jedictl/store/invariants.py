@@ -610,8 +610,58 @@ def preprocess_job_first(conn: Connection) -> list[str]:
     return problems
 
 
+def workqueue_elements_follow_their_agents(conn: Connection) -> list[str]:
+    """The queue layers (docs/queue-layers.md): an element was taken from the global queue by one agent
+    only, the one it names; an element held (Negotiating, Acquired, Running) names an agent that exists,
+    an Available one none; and its status agrees with its jobs -- no record of a block not released yet
+    (Available, Negotiating, Acquired) is in a job, the jobs of a block run at sites its agent serves,
+    and no record of a Done block is still waiting or running."""
+    from jedictl.model import ELEMENT_HELD, ELEMENT_UNRELEASED, ElementStatus
+    from jedictl.store.schema import agent_sites, agents, workqueue_elements, workqueue_history
+
+    e, h = workqueue_elements.c, workqueue_history.c
+    problems = []
+    takers = conn.execute(select(h.element_id, h.agent).where(h.to_status == ElementStatus.NEGOTIATING.value).distinct()
+                          .order_by(h.element_id, h.agent)).all()
+    by_element: dict[int, list[str]] = {}
+    for element_id, agent in takers:
+        by_element.setdefault(element_id, []).append(agent)
+    problems += [f"work-queue element {element_id} was taken from the global queue by agents {', '.join(names)}: one agent only"
+                 for element_id, names in by_element.items() if len(names) > 1]
+    rows = conn.execute(select(e.id, e.status, e.agent, agents.c.name.label("found")).outerjoin(agents, agents.c.name == e.agent)
+                        .where(or_(and_(e.status.in_(ELEMENT_HELD), agents.c.name.is_(None)),
+                                   and_(e.status == ElementStatus.AVAILABLE.value, e.agent.is_not(None)))).order_by(e.id).limit(100))
+    for row in rows:
+        if row.status == ElementStatus.AVAILABLE.value:
+            problems.append(f"work-queue element {row.id} is Available but names agent {row.agent}")
+        else:
+            problems.append(f"work-queue element {row.id} is {row.status} for agent {row.agent}, which does not exist")
+    problems += [f"work-queue element {element_id} is held by agent {agent} but was taken by {names[0]}"
+                 for element_id, agent in conn.execute(select(e.id, e.agent).where(e.status.in_(ELEMENT_HELD)).order_by(e.id))
+                 if (names := by_element.get(element_id)) and len(names) == 1 and names[0] != agent]
+    in_jobs = conn.execute(select(e.id, e.status, func.count(files.c.id), func.min(files.c.job_id))
+                           .join(files, files.c.dataset_id == e.dataset_id)
+                           .where(e.status.in_(ELEMENT_UNRELEASED), files.c.job_id.is_not(None))
+                           .group_by(e.id, e.status).order_by(e.id).limit(100))
+    problems += [f"work-queue element {element_id} is {status} yet {n} records of its block are in jobs (job {job} first): "
+                 "only a released (Running) block gets jobs" for element_id, status, n, job in in_jobs]
+    served = exists().where(agent_sites.c.agent == e.agent, agent_sites.c.site == jobs.c.site)
+    elsewhere = conn.execute(select(e.id, e.agent, jobs.c.id.label("job_id"), jobs.c.site)
+                             .join(files, files.c.dataset_id == e.dataset_id).join(jobs, jobs.c.id == files.c.job_id)
+                             .where(e.agent.is_not(None), ~served).order_by(e.id, jobs.c.id).limit(100))
+    problems += [f"work-queue element {r.id}: job {r.job_id} of its block runs at {r.site}, which its agent {r.agent} does not serve"
+                 for r in elsewhere]
+    waiting = conn.execute(select(e.id, func.count(files.c.id)).join(files, files.c.dataset_id == e.dataset_id)
+                           .where(e.status == ElementStatus.DONE.value, files.c.keep_track.is_(True),
+                                  files.c.status.in_((FileStatus.READY.value, FileStatus.PICKED.value, FileStatus.RUNNING.value)))
+                           .group_by(e.id).order_by(e.id).limit(100))
+    problems += [f"work-queue element {element_id} is Done but {n} records of its block are still to process" for element_id, n in waiting]
+    return problems
+
+
 CHECKS = CHECKS + (run_jobs_wait_for_their_build, preprocess_job_first, reassignments_chain,
-                    event_ranges_follow_their_jobs, resubmitted_jobs_gave_their_input_back)
+                    event_ranges_follow_their_jobs, resubmitted_jobs_gave_their_input_back,
+                    workqueue_elements_follow_their_agents)
 
 
 def check_all(conn: Connection, *, dead_owners: Sequence[str] = (), no_live_passes: bool = False) -> list[str]:
@@ -621,7 +671,7 @@ def check_all(conn: Connection, *, dead_owners: Sequence[str] = (), no_live_pass
 
 
 #: The object a violation names, from the start of its message ("task 5 output x.root of ds (job 9)").
-_OBJECT = re.compile(r"^(retry history \d+|task \d+ \w+ dataset \d+|task \d+ record \d+|task \d+ output \S+|task \d+|file \d+|"
+_OBJECT = re.compile(r"^(work-queue element \d+|retry history \d+|task \d+ \w+ dataset \d+|task \d+ record \d+|task \d+ output \S+|task \d+|file \d+|"
                      r"output \S+ of \S+)")
 
 

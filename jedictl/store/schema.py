@@ -870,3 +870,74 @@ events = Table(
 
 EVENT_TABLES = [events]
 TASK_MODEL_TABLES.append(job_resubmissions)  # migration 0019
+
+# Queue layers (issue 21, item 3; seed 002; docs/queue-layers.md, migration 0020).
+
+#: WMCore's WMAgents as jedictl sees them: an agent (one per host or cluster) takes work-queue elements
+#: for its sites from the global queue. `max_jobs_per_owner`: its schedd's MAX_JOBS_PER_OWNER -- no
+#: element of an owner is pulled once that owner has this many jobs at the agent's sites.
+agents = Table(
+    "agents",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("max_jobs_per_owner", Integer),  # None: no cap
+    Column("created_at", TIME, nullable=False),
+    Column("modified_at", TIME, nullable=False),
+)
+
+#: An agent's resource control (wmagent-resource-control): pending and running thresholds per site and job
+#: type (the task's prodSourceLabel), and the site's state for the agent: normal | drain | down.
+agent_sites = Table(
+    "agent_sites",
+    metadata,
+    Column("agent", String(64), ForeignKey("agents.name", ondelete="CASCADE"), primary_key=True),
+    Column("site", String(64), primary_key=True),  # a sites row when added; no FK, so `sites import --replace` keeps it
+    Column("job_type", String(32), primary_key=True),
+    Column("pending_threshold", Integer, nullable=False),
+    Column("running_threshold", Integer, nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("modified_at", TIME, nullable=False),
+)
+
+#: WMCore's WorkQueue elements: one per input block (a master input dataset row of a task). Available in
+#: the global queue; Negotiating (taken by an agent: `agent`, `site` set by one guarded statement) ->
+#: Acquired (in the agent's local queue) -> Running (released to `generate`) -> Done | Failed; Canceled
+#: when the task was killed or aborted. `n_jobs` is the estimate the slots are charged with.
+workqueue_elements = Table(
+    "workqueue_elements",
+    metadata,
+    _id(),
+    Column("task_id", ID, ForeignKey("tasks.id", ondelete="CASCADE"), nullable=False),
+    Column("dataset_id", ID, ForeignKey("datasets.id", ondelete="CASCADE"), nullable=False),
+    Column("block", LONG_NAME, nullable=False),
+    Column("status", STATUS, nullable=False),
+    Column("n_files", Integer, nullable=False),
+    Column("n_jobs", Integer, nullable=False),
+    Column("possible_sites", JSON, nullable=False),  # sites holding the block (and pile-up), within the task's lists
+    Column("agent", String(64)),
+    Column("site", String(64)),  # the site the element's jobs were charged to when it was matched
+    Column("reason", Text),
+    Column("created_at", TIME, nullable=False),
+    Column("modified_at", TIME, nullable=False),
+    Column("locations_at", TIME, nullable=False),
+    UniqueConstraint("task_id", "dataset_id"),
+    Index("ix_workqueue_elements_status_agent", "status", "agent"),
+)
+
+#: Every status change of an element, with the agent it was for: `check` holds that an element was taken
+#: from the global queue by one agent only.
+workqueue_history = Table(
+    "workqueue_history",
+    metadata,
+    _id(),
+    Column("element_id", ID, ForeignKey("workqueue_elements.id", ondelete="CASCADE"), nullable=False),
+    Column("from_status", STATUS),
+    Column("to_status", STATUS, nullable=False),
+    Column("agent", String(64)),
+    Column("owner", String(128), nullable=False),  # the process
+    Column("changed_at", TIME, nullable=False),
+    Index("ix_workqueue_history_element", "element_id"),
+)
+
+QUEUE_LAYER_TABLES = [agents, agent_sites, workqueue_elements, workqueue_history]
+TASK_MODEL_TABLES.extend(QUEUE_LAYER_TABLES)  # migration 0020

@@ -35,6 +35,10 @@ JEDICTL_HOOK_SLOW_REASSIGN=SECONDS  job reassignment waits SECONDS once it has d
 JEDICTL_HOOK_BREAK_GUARD=reassign  a job's move ignores the status and site it was decided on (only its id
                                 counts), so a test can show that `check` catches a job moved twice or
                                 moved after its dispatch
+JEDICTL_HOOK_SLOW_WORKQUEUE=SECONDS  an acquire pass waits SECONDS once it has read the global queue, before
+                                it claims any element (racing agents all past their read of the same elements)
+JEDICTL_HOOK_BREAK_GUARD=workqueue  an element is claimed whatever its status (store.workqueue._claimable is
+                                always true), so a test can show that `check` catches an element two agents took
 JEDICTL_HOOK_DIE_AT=generate-finish  the process SIGKILLs itself when the generator has committed a
                                 task's jobs and is about to make its final write (a kill between them)
 JEDICTL_HOOK_DIE_AT=listen-before-commit  `jedictl listen` SIGKILLs itself inside a message's action
@@ -60,8 +64,29 @@ def _install() -> None:
     die_at = os.environ.get("JEDICTL_HOOK_DIE_AT")
     slow_periodic = float(os.environ.get("JEDICTL_HOOK_SLOW_PERIODIC", "0") or 0)
     slow_reassign = float(os.environ.get("JEDICTL_HOOK_SLOW_REASSIGN", "0") or 0)
-    if not (slow or slow_query or holding or broken or slow_chunk or slow_owner_check or slow_resubmission or die_at or slow_periodic or slow_reassign):
+    slow_workqueue = float(os.environ.get("JEDICTL_HOOK_SLOW_WORKQUEUE", "0") or 0)
+    if not (slow or slow_query or holding or broken or slow_chunk or slow_owner_check or slow_resubmission or die_at or slow_periodic or slow_reassign
+            or slow_workqueue):
         return
+    if slow_workqueue:
+        import time
+
+        from jedictl.store import workqueue
+
+        real_available = workqueue.available_elements
+
+        def slow_available(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            found = real_available(*args, **kwargs)
+            time.sleep(slow_workqueue)
+            return found
+
+        workqueue.available_elements = slow_available
+    if broken == "workqueue":
+        from sqlalchemy import true
+
+        from jedictl.store import workqueue
+
+        workqueue._claimable = lambda: true()
     if slow_periodic:
         import time
 

@@ -53,6 +53,7 @@ from jedictl.model import TaskStatus
 from jedictl.store import jobs as job_store
 from jedictl.store import task_leases
 from jedictl.store import tasks as task_store
+from jedictl.store import workqueue as workqueue_store
 from jedictl.store.data_catalog import StoreDataCatalog
 from jedictl.store.site_datasets import NotAContainer
 
@@ -60,6 +61,8 @@ GENERATOR_STATUSES = (TaskStatus.READY.value, TaskStatus.RUNNING.value, TaskStat
                       # a task waiting for its preprocess job: the job is made from its pp_input master (engine.task.preprocess)
                       TaskStatus.TOPREPROCESS.value, TaskStatus.PREPROCESSING.value)
 INPUT_TYPES = ("input", "pseudo_input", "pp_input")
+#: Master inputs that are blocks of the work queue (a pp_input master is not).
+BLOCK_TYPES = ("input", "pseudo_input")
 
 
 class NoSite(Exception):
@@ -229,7 +232,17 @@ class TaskGenerator:
         # Counters and serial numbers moved with the previous chunk: read them inside this transaction.
         ctx = self.context = TaskContext.load(conn, self.task_id, self.settings)
         claimed = []
-        for master in ctx.masters:
+        masters, requirements = ctx.masters, ctx.requirements
+        released = workqueue_store.released_blocks(conn, self.task_id)
+        if released is not None:
+            # A task in the work queue (docs/queue-layers.md, decision 47): only blocks an agent released,
+            # one block per chunk, its jobs at that agent's sites that hold the block.
+            masters = [m for m in masters if m.type not in BLOCK_TYPES or released.get(m.id)]
+            block = next((m for m in masters if m.type in BLOCK_TYPES and m.n_files_to_be_used > m.n_files_used), None)
+            if block is not None:
+                masters = [block]
+                requirements = dataclasses.replace(requirements, included_sites=released[block.id])
+        for master in masters:
             left = master.n_files_to_be_used - master.n_files_used
             # JEDI reads more than it needs only for whole chunks; jedictl claims what is released.
             rows = job_store.claim_files(conn, master.id, min(left, n_files - len(claimed)), self.claimed_up_to.get(master.id, 0))
@@ -269,7 +282,7 @@ class TaskGenerator:
                                        files_per_job=ctx.live_options.n_files_per_job, events_per_job=ctx.live_options.n_events_per_job)
 
         def broker() -> Any:
-            return broker_job_sites(ctx.requirements, brokerage_input, self.catalog, self.loads, self.settings.brokerage,
+            return broker_job_sites(requirements, brokerage_input, self.catalog, self.loads, self.settings.brokerage,
                                     throttle=self.settings.throttle, start_loads=self.start_loads, closed_recently=closed)
 
         brokerage = broker()
