@@ -465,7 +465,8 @@ def duplicate_outputs_of_ended_tasks(conn: Connection) -> list[str]:
         .join(record, and_(record.c.dataset_id == out.c.id, record.c.lfn == entry.c.lfn))
         .join(read, read.c.job_id == record.c.out_job_id)
         .join(master, and_(master.c.id == read.c.dataset_id, master.c.master_id.is_(None), master.c.type.in_(MASTER_TYPES)))
-        .where(tasks.c.status.in_((TaskStatus.DONE.value, TaskStatus.FINISHED.value)), out.c.type == "output")
+        # A job file without a record is another job's record referenced (WMCore jobs sharing a file): not an input of its own.
+        .where(tasks.c.status.in_((TaskStatus.DONE.value, TaskStatus.FINISHED.value)), out.c.type == "output", read.c.file_id.is_not(None))
         .group_by(tasks.c.id, tasks.c.status, out.c.name, read.c.file_id).having(func.count(func.distinct(entry.c.id)) > 1)
         .order_by(tasks.c.id, out.c.name, read.c.file_id))
     return [f"task {r.id} output dataset {r.name} holds {r.n} files for input {r.input_lfn} ({r.first} and {r.last}) "

@@ -12,7 +12,17 @@ from sqlalchemy import Connection, func, insert, select, update
 
 from jedictl.model import JOB_FINAL
 from jedictl.store.bulk import insert_tuples, slices
-from jedictl.store.schema import catalog_datasets, catalog_file_parents, catalog_files, job_masks, jobs, task_splitting
+from jedictl.store.schema import (
+    catalog_datasets,
+    catalog_file_parents,
+    catalog_file_replicas,
+    catalog_files,
+    catalog_replicas,
+    job_files,
+    job_masks,
+    jobs,
+    task_splitting,
+)
 
 MASK_COLUMNS = ("job_id", "task_id", "first_event", "last_event", "first_run", "last_run", "first_lumi", "last_lumi", "lumis")
 
@@ -86,3 +96,26 @@ def parent_files(conn: Connection, lfns: Sequence[str]) -> dict[str, Any]:
         for row in conn.execute(select(c.lfn, c.scope, c.guid, c.size, c.checksum).where(c.lfn.in_(chunk)).order_by(c.id)):
             found.setdefault(row.lfn, row)
     return found
+
+
+def write_parent_files(conn: Connection, rows: Sequence[Sequence[Any]]) -> int:
+    """Parent files attached to jobs (include_parents): job_files rows in store.jobs.JOB_FILE_COLUMNS order."""
+    from jedictl.store.jobs import JOB_FILE_COLUMNS
+
+    return insert_tuples(conn, job_files, JOB_FILE_COLUMNS, rows)
+
+
+def replicas_by_lfn(conn: Connection, lfns: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """Endpoints holding each of `lfns` in any catalog dataset (parents live outside the task's datasets):
+    a complete replica of a dataset holding it, or a replica of the file itself."""
+    found: dict[str, set[str]] = {}
+    c = catalog_files.c
+    for chunk in slices(list(dict.fromkeys(lfns))):
+        complete = (select(c.lfn, catalog_replicas.c.endpoint).join(catalog_replicas, catalog_replicas.c.dataset_id == c.dataset_id)
+                    .where(c.lfn.in_(chunk), catalog_replicas.c.complete.is_(True)))
+        partial = (select(c.lfn, catalog_file_replicas.c.endpoint).join(catalog_file_replicas, catalog_file_replicas.c.file_id == c.id)
+                   .where(c.lfn.in_(chunk)))
+        for query in (complete, partial):
+            for lfn, endpoint in conn.execute(query):
+                found.setdefault(lfn, set()).add(endpoint)
+    return {lfn: tuple(sorted(endpoints)) for lfn, endpoints in found.items()}
