@@ -119,3 +119,10 @@ def replicas_by_lfn(conn: Connection, lfns: Sequence[str]) -> dict[str, tuple[st
             for lfn, endpoint in conn.execute(query):
                 found.setdefault(lfn, set()).add(endpoint)
     return {lfn: tuple(sorted(endpoints)) for lfn, endpoints in found.items()}
+
+
+def back_to_defined(conn: Connection, job_ids: Sequence[int]) -> int:
+    """Jobs just written that their algorithm created failed: `defined` (WMCore's `created`) until the
+    same transaction ends them failed -- never dispatchable in between."""
+    return conn.execute(update(jobs).where(jobs.c.id.in_(list(job_ids)), jobs.c.status.in_(("activated", "assigned")))
+                        .values(status="defined")).rowcount

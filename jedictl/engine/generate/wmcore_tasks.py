@@ -128,7 +128,11 @@ def plan_jobs(conn: Any, ctx: Any, claimed: Sequence[Any], candidates: Sequence[
             allowed = set(job.locations)
             site, state = pick_site(candidates, state, rng, n_sub_chunks=1, excluded=[n for n in names if n not in allowed])
             if site is None:
-                reason = f"no possible site: none of {', '.join(job.locations) or 'no site'} can take it now"
+                # JEDI's queued cap stops the draw; WMCore's jobs of one call are made whole: the least queued possible site.
+                possible = [c for c in candidates if c.site in allowed]
+                site = min(possible, key=lambda c: (state.queued.get(c.site, 0), c.site)) if possible else None
+            if site is None:
+                reason = f"no possible site: none of {', '.join(job.locations) or 'no site'} is a brokerage candidate"
         site_row = sites[site.site if site is not None else sorted(names)[0]]
         index = len(result.plan)
         for row in records:
@@ -181,6 +185,7 @@ def after_write(conn: Any, ctx: Any, plan: WMCorePlan, job_ids: Sequence[int], s
     endings = [Ending(job_id, "failed", error=(*CREATE_FAILED, f"createfailed: {reason}"))
                for job_id, reason in zip(job_ids, plan.failed, strict=True) if reason is not None]
     if endings:
+        wmcore_store.back_to_defined(conn, [ending.job_id for ending in endings])
         end_jobs(conn, endings, settings, now)
     remember(conn, ctx, plan, now)
 
