@@ -83,9 +83,13 @@ def _task_status(store, task_id):
     return run_sql(store, lambda conn: conn.execute(select(tasks.c.status).where(tasks.c.id == task_id)).scalar_one())
 
 
+#: The feeder looks at a growing input again at every pass (not only every 5 minutes).
+RESCAN = {"JEDICTL_FEED__CHECK_INTERVAL_MINUTES": "0"}
+
+
 def _generate(cli, store):
     cli("refine", db=store)
-    cli("feed", db=store)
+    cli("feed", db=store, env=RESCAN)
     cli("broker", "--seed", "1", db=store)
     report = cli.json("generate", "--seed", "1", db=store)
     assert run_sql(store, check_all) == []

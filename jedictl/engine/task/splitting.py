@@ -83,7 +83,7 @@ def parsed_params(algorithm: str, params: Mapping[str, Any]) -> dict[str, Any]:
 def check_task(splitting: SplittingDef, options: Any, datasets: Any, no_input: bool, path_of: Mapping[str, str]) -> Any:
     """The rest of the spec against a WMCore-split task: one master input (parents come with
     include_parents), none of JEDI's per-job options; returns the options it runs with (no scouts --
-    WMCore has none -- and, for EventBased, records of events_per_job events each, fed as JEDI feeds
+    WMCore has none --, an open input used while it grows, and, for EventBased, records of events_per_job events each, fed as JEDI feeds
     event-level splitting, so that every job's event range is a record of its own)."""
     if no_input:
         raise BadInput("a task split by a WMCore algorithm reads an input dataset", "no_input")
@@ -94,7 +94,9 @@ def check_task(splitting: SplittingDef, options: Any, datasets: Any, no_input: b
     for name in JEDI_SPLIT_OPTIONS:
         if getattr(options, name) not in (None, False):
             raise BadInput(f"cannot be combined with splitting ({splitting.algorithm} cuts the jobs)", path_of.get(name, name))
-    options = dataclasses.replace(options, skip_scout=True)
+    # WMCore's subscriptions work on a fileset while it grows: the task takes an open input as it is fed
+    # (PanDA's runUntilClosed) and its waiting algorithms hold files back until the dataset closes.
+    options = dataclasses.replace(options, skip_scout=True, run_until_closed=True)
     if splitting.algorithm == "EventBased":
         options = dataclasses.replace(options, n_events_per_job=parsed_params("EventBased", splitting.params)["events_per_job"])
     return options
