@@ -296,3 +296,42 @@ def test_check_reports_an_event_mask_outside_its_record_and_a_mask_of_a_jedi_tas
     run_sql(store, lambda conn: conn.execute(task_splitting.delete().where(task_splitting.c.task_id == task_id)))
     assert f"task {task_id} job {job_id} has a WMCore mask, but its task is not split by a WMCore algorithm" in run_sql(store, check_all)
     assert row_counts(store)["job_masks"] == 3
+
+
+MASK_PAYLOAD = """\
+#!{python}
+# Writes the mask the pilot gave it (its environment) into its output.
+import os, sys
+with open(sys.argv[1], "w") as out:
+    out.write(os.environ.get("JEDICTL_LUMIS", "no mask") + " " + os.environ.get("JEDICTL_FIRST_LUMI", "-") + "\\n")
+"""
+
+
+def test_the_pilot_hands_a_jobs_mask_to_its_payload(cli, store, tmp_path):
+    import sys
+
+    from jedictl.engine.storage.paths import replica_path, replica_scope
+    from tests.cli import pilot_grid as grid
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    (tmp_path / "sites.yaml").write_text(yaml.safe_dump(grid.sites_document(disk)))
+    cli("sites", "import", str(tmp_path / "sites.yaml"), db=store)
+    files = grid.place_inputs(disk, 2)
+    for index, entry in enumerate(files):
+        entry.update(run=1, lumi_blocks=[2 * index + 1, 2 * index + 2])
+    _import(cli, store, tmp_path, {"datasets": [{"name": grid.INPUT, "state": "closed", "replicas": [{"endpoint": grid.ENDPOINT}],
+                                                 "files": files}]})
+    payload = tmp_path / "mask.py"
+    payload.write_text(MASK_PAYLOAD.format(python=sys.executable))
+    payload.chmod(0o755)
+    spec = yaml.safe_load(grid.task_spec(str(payload), command="${OUTPUT0}"))
+    del spec["split"]
+    spec["splitting"] = {"algorithm": "LumiBased", "lumis_per_job": 1}
+    cli("submit", "-", db=store, input=json.dumps(spec))
+    grid.generate(cli, store)
+    code, report, stderr = grid.run_pilot(store, "--once", "--jobs", "10", "--workdir", str(tmp_path / "work"))
+    assert code == 0 and report["counts"]["finished"] == 4, stderr
+    shown = cli.json("data", "show", "pilot.test.1.out", "--files", db=store)["files"]
+    written = sorted(replica_path(f"file://{disk}", replica_scope(None, "pilot.test.1.out"), f["lfn"]).read_text() for f in shown)
+    assert written == ["1:1-1 1\n", "1:2-2 2\n", "1:3-3 3\n", "1:4-4 4\n"]
