@@ -335,3 +335,13 @@ def test_the_pilot_hands_a_jobs_mask_to_its_payload(cli, store, tmp_path):
     shown = cli.json("data", "show", "pilot.test.1.out", "--files", db=store)["files"]
     written = sorted(replica_path(f"file://{disk}", replica_scope(None, "pilot.test.1.out"), f["lfn"]).read_text() for f in shown)
     assert written == ["1:1-1 1\n", "1:2-2 2\n", "1:3-3 3\n", "1:4-4 4\n"]
+
+
+def test_input_the_algorithm_refuses_leaves_the_task_pending_with_the_reason(cli, store, tmp_path):
+    no_runs = [{key: value for key, value in f.items() if key not in ("run", "lumi_blocks")} for f in FILES]
+    _setup(cli, store, tmp_path, _catalog(no_runs))
+    task_id = _submit(cli, store, _spec("RunBased", files_per_job=2))
+    report = _generate(cli, store)
+    assert report["counts"]["jobs"] == 0
+    task = cli.json("task", "show", str(task_id), db=store)
+    assert task["status"] == "pending" and "RunBased cannot split the input" in task["error_dialog"] and "needs the run" in task["error_dialog"]

@@ -202,7 +202,7 @@ class TaskGenerator:
                 files_left -= taken
                 if count == 0:
                     break
-        except (NoSite, TemplateError, NotAContainer) as exc:
+        except (NoSite, TemplateError, NotAContainer, wmcore_tasks.SplitRefused) as exc:
             reason = f"no site can run the jobs: {exc}" if isinstance(exc, NoSite) else str(exc)
             if made:  # some jobs exist: keep the task going, say why the rest waits
                 return self._finish(made, reason)

@@ -31,11 +31,17 @@ from jedictl.engine.generate.splitters.jedi_model import SubChunk
 from jedictl.engine.generate.splitters.registry import split_fileset
 from jedictl.engine.generate.splitters.wmcore_model import Fileset, PlannedJob, WMFile
 from jedictl.engine.task.splitting import parsed_params
+from jedictl.errors import BadInput
 from jedictl.model import DatasetState
 from jedictl.store import wmcore as wmcore_store
 
 #: The error a job created failed carries (WMCore's JobCreator `createfailed`), as source and code.
 CREATE_FAILED = ("jobgen", 1)
+
+
+class SplitRefused(Exception):
+    """The algorithm refused the input (RunBased without runs, EventAwareLumiBased past job_limit, ...):
+    the task waits `pending` with the reason, as when no site can take it."""
 
 
 @dataclass(frozen=True)
@@ -108,7 +114,10 @@ def plan_jobs(conn: Any, ctx: Any, claimed: Sequence[Any], candidates: Sequence[
     params = dict(splitting.params)
     if splitting.algorithm == "Harvest":
         params.update(harvest_state(conn, ctx.task.id, splitting))
-    jobs = split_fileset(splitting.algorithm, fileset, params, now=now.timestamp())
+    try:
+        jobs = split_fileset(splitting.algorithm, fileset, params, now=now.timestamp())
+    except BadInput as exc:
+        raise SplitRefused(f"{splitting.algorithm} cannot split the input: {exc}") from None
     by_lfn: dict[str, list[Any]] = {}
     for row in claimed:
         by_lfn.setdefault(row[1], []).append(row)
