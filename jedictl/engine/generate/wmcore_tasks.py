@@ -26,13 +26,12 @@ from datetime import datetime
 from typing import Any, Sequence
 
 from jedictl.engine.brokerage.job_brokerage import pick_site, start_picking
-from jedictl.model import PARENT_JOB_FILE_TYPE as PARENT_FILE_TYPE
-from jedictl.engine.generate.splitters.jedi_model import SubChunk
+from jedictl.engine.generate.splitters.jedi_model import InputFile, SubChunk
 from jedictl.engine.generate.splitters.registry import split_fileset
 from jedictl.engine.generate.splitters.wmcore_model import Fileset, PlannedJob, WMFile
 from jedictl.engine.task.splitting import parsed_params
 from jedictl.errors import BadInput
-from jedictl.model import DatasetState
+from jedictl.model import PARENT_JOB_FILE_TYPE, DatasetState
 from jedictl.store import wmcore as wmcore_store
 
 #: The error a job created failed carries (WMCore's JobCreator `createfailed`), as source and code.
@@ -188,7 +187,7 @@ def after_write(conn: Any, ctx: Any, plan: WMCorePlan, job_ids: Sequence[int], s
         for job_id, names in zip(job_ids, plan.parents, strict=True):
             for lfn in names:
                 info = known.get(lfn)
-                rows.append((job_id, task_id, dataset_id, None, lfn, PARENT_FILE_TYPE, 0, "ready", info.scope if info else None,
+                rows.append((job_id, task_id, dataset_id, None, lfn, PARENT_JOB_FILE_TYPE, 0, "ready", info.scope if info else None,
                              info.guid if info else None, info.size if info else None, info.checksum if info else None, None))
         wmcore_store.write_parent_files(conn, rows)
     endings = [Ending(job_id, "failed", error=(*CREATE_FAILED, f"createfailed: {reason}"))
@@ -207,9 +206,8 @@ def remember(conn: Any, ctx: Any, plan: WMCorePlan, now: datetime) -> None:
         wmcore_store.set_state(conn, ctx.task.id, state, now)
 
 
-def _input_file(row: Any) -> Any:
-    from jedictl.engine.generate.splitters.jedi_model import InputFile
-
+def _input_file(row: Any) -> InputFile:
+    """A splitter record from a claimed row (as the generator's: CLAIM_COLUMNS starts with InputFile's fields)."""
     if row[2] is None:
         return InputFile(row[0], row[1], 0, *row[3:10])
     return InputFile(*row[:10])

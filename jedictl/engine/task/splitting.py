@@ -29,10 +29,6 @@ class SplittingDef:
     algorithm: str  # the registry's spelling
     params: Mapping[str, Any]  # WMCore-named values as written (re-parsed by the registry at each use)
 
-    @property
-    def include_parents(self) -> bool:
-        return bool(parsed_params(self.algorithm, self.params).get("include_parents"))
-
 
 def parse_splitting(raw: Any, path: str = "splitting") -> SplittingDef:
     """The block, checked: a known WMCore algorithm and parameters its registry entry accepts."""
