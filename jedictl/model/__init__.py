@@ -80,6 +80,8 @@ DATASET_OUTPUT_TYPES = frozenset(
 BUILD_JOB_KIND = "build"
 PREPROCESS_JOB_KIND = "preprocess"
 LIB_JOB_FILE_TYPE = "lib"
+#: A parent file attached to a job of a WMCore-split task with include_parents: read by the job, never consumed.
+PARENT_JOB_FILE_TYPE = "parent"
 
 
 class DatasetStatus(StrEnum):

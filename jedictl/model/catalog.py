@@ -19,6 +19,7 @@ class CatalogFile(NamedTuple):
     n_events: int | None = None
     run: int | None = None
     lumi_blocks: tuple[int, ...] | None = None
+    parents: tuple[str, ...] = ()  # LFNs of the files it was made from (catalog_file_parents)
 
 
 @dataclass(frozen=True)

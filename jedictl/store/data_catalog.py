@@ -16,6 +16,7 @@ from jedictl.store.bulk import insert_tuples, slices
 from jedictl.store.schema import (
     catalog_container_members,
     catalog_datasets,
+    catalog_file_parents,
     catalog_file_replicas,
     catalog_files,
     catalog_replicas,
@@ -244,10 +245,18 @@ def _new_files(conn: Connection, dataset_id: int, files: Sequence[CatalogFile], 
 
 
 def _insert_files(conn: Connection, dataset_id: int, files: Sequence[CatalogFile], now: datetime) -> int:
-    return insert_tuples(conn, catalog_files, FILE_COLUMNS, [
+    added = insert_tuples(conn, catalog_files, FILE_COLUMNS, [
         (dataset_id, f.scope, f.lfn, f.guid, f.size, f.checksum, f.n_events, f.run,
          list(f.lumi_blocks) if f.lumi_blocks is not None else None, now) for f in files
     ])
+    with_parents = {f.lfn: f.parents for f in files if f.parents}
+    if with_parents:
+        # A file's parentage is recorded with the file (Rucio/DBS): once, when it joins the catalog.
+        ids = dict(conn.execute(select(catalog_files.c.lfn, catalog_files.c.id).where(
+            catalog_files.c.dataset_id == dataset_id, catalog_files.c.lfn.in_(list(with_parents)))).all())
+        insert_tuples(conn, catalog_file_parents, ("file_id", "parent_lfn"),
+                      [(ids[lfn], parent) for lfn, parents in with_parents.items() for parent in parents])
+    return added
 
 
 def _set_replicas(conn: Connection, dataset_id: int, name: str, replicas: Sequence[tuple[str, bool, tuple[str, ...] | None]]) -> bool:

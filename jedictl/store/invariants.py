@@ -19,7 +19,7 @@ from jedictl.store.files import record_events
 from jedictl.store.reassignments import broken_chains
 from jedictl.store.schema import (
     catalog_container_members, catalog_datasets, catalog_files, datasets, events, files, job_files, job_retry_history, jobs, message_outbox,
-    recovered_files, task_outputs, task_status_history, tasks,
+    job_masks, recovered_files, task_outputs, task_splitting, task_status_history, tasks,
 )
 from jedictl.store import recovery as recovery_store
 
@@ -116,11 +116,12 @@ def leases_of_final_tasks(conn: Connection) -> list[str]:
 
 
 def files_in_one_live_job(conn: Connection) -> list[str]:
-    """No master input record is in two jobs that are not final (secondaries may be shared by design)."""
+    """No master input record is in two jobs that are not final (secondaries may be shared by design; a job
+    file without a record references a file another job of a WMCore-split task holds)."""
     rows = conn.execute(
         select(job_files.c.file_id, func.count(func.distinct(job_files.c.job_id)))
         .join(jobs, jobs.c.id == job_files.c.job_id)
-        .where(job_files.c.type.in_(INPUT_TYPES), jobs.c.status.notin_([s.value for s in JOB_FINAL]), jobs.c.kind.in_(SPLIT_KINDS),
+        .where(job_files.c.type.in_(INPUT_TYPES), job_files.c.file_id.is_not(None), jobs.c.status.notin_([s.value for s in JOB_FINAL]), jobs.c.kind.in_(SPLIT_KINDS),
                job_files.c.dataset_id.in_(select(datasets.c.id).where(datasets.c.master_id.is_(None))))
         .group_by(job_files.c.file_id).having(func.count(func.distinct(job_files.c.job_id)) > 1)
     )
@@ -465,7 +466,8 @@ def duplicate_outputs_of_ended_tasks(conn: Connection) -> list[str]:
         .join(record, and_(record.c.dataset_id == out.c.id, record.c.lfn == entry.c.lfn))
         .join(read, read.c.job_id == record.c.out_job_id)
         .join(master, and_(master.c.id == read.c.dataset_id, master.c.master_id.is_(None), master.c.type.in_(MASTER_TYPES)))
-        .where(tasks.c.status.in_((TaskStatus.DONE.value, TaskStatus.FINISHED.value)), out.c.type == "output")
+        # A job file without a record is another job's record referenced (WMCore jobs sharing a file): not an input of its own.
+        .where(tasks.c.status.in_((TaskStatus.DONE.value, TaskStatus.FINISHED.value)), out.c.type == "output", read.c.file_id.is_not(None))
         .group_by(tasks.c.id, tasks.c.status, out.c.name, read.c.file_id).having(func.count(func.distinct(entry.c.id)) > 1)
         .order_by(tasks.c.id, out.c.name, read.c.file_id))
     return [f"task {r.id} output dataset {r.name} holds {r.n} files for input {r.input_lfn} ({r.first} and {r.last}) "
@@ -662,6 +664,54 @@ def workqueue_elements_follow_their_agents(conn: Connection) -> list[str]:
 CHECKS = CHECKS + (run_jobs_wait_for_their_build, preprocess_job_first, reassignments_chain,
                     event_ranges_follow_their_jobs, resubmitted_jobs_gave_their_input_back,
                     workqueue_elements_follow_their_agents)
+
+
+def wmcore_masks_within_their_files(conn: Connection) -> list[str]:
+    """A WMCore job's mask lies within its files (docs/splitting.md, "WMCore splitting for real tasks"):
+    its event range inside the events of one of its input records, each (run, lumi) of it among the
+    runs and lumis the data catalog lists for its input files; and a job with a mask belongs to a task
+    split by a WMCore algorithm."""
+    masks = conn.execute(select(job_masks, task_splitting.c.algorithm)
+                         .outerjoin(task_splitting, task_splitting.c.task_id == job_masks.c.task_id).order_by(job_masks.c.job_id)).all()
+    if not masks:
+        return []
+    inputs: dict[int, list[Any]] = {}
+    for chunk in slices([m.job_id for m in masks]):
+        rows = conn.execute(
+            select(job_files.c.job_id, job_files.c.lfn, files.c.start_event, files.c.end_event, files.c.n_events,
+                   catalog_files.c.run, catalog_files.c.lumi_blocks)
+            .select_from(job_files)
+            .join(datasets, datasets.c.id == job_files.c.dataset_id)
+            .outerjoin(files, files.c.id == job_files.c.file_id)
+            .outerjoin(catalog_datasets, catalog_datasets.c.name == datasets.c.name)
+            .outerjoin(catalog_files, and_(catalog_files.c.dataset_id == catalog_datasets.c.id, catalog_files.c.lfn == job_files.c.lfn))
+            .where(job_files.c.job_id.in_(chunk), job_files.c.type == "input"))
+        for row in rows:
+            inputs.setdefault(row.job_id, []).append(row)
+    problems = []
+    for mask in masks:
+        where = f"task {mask.task_id} job {mask.job_id}"
+        if mask.algorithm is None:
+            problems.append(f"{where} has a WMCore mask, but its task is not split by a WMCore algorithm")
+            continue
+        listed = inputs.get(mask.job_id, [])
+        if mask.first_event is not None:
+            last = mask.last_event if mask.last_event is not None else mask.first_event
+            spans = [(r.start_event, r.end_event) if r.start_event is not None and r.end_event is not None
+                     else (0, r.n_events - 1) if r.n_events else None for r in listed]
+            if spans and None not in spans and not any(lo <= mask.first_event and last <= hi for lo, hi in spans):
+                problems.append(f"{where}: its events {mask.first_event}-{last} lie outside its input files' events")
+        if mask.lumis:
+            held = {(r.run, lumi) for r in listed if r.run is not None for lumi in (r.lumi_blocks or ())}
+            outside = [(int(run), lumi) for run, ranges in mask.lumis.items() for first, last in ranges for lumi in range(first, last + 1)
+                       if (int(run), lumi) not in held]
+            if outside:
+                run, lumi = outside[0]
+                problems.append(f"{where}: its mask has run {run} lumi {lumi}, which none of its input files holds")
+    return problems
+
+
+CHECKS = CHECKS + (wmcore_masks_within_their_files,)
 
 
 def check_all(conn: Connection, *, dead_owners: Sequence[str] = (), no_live_passes: bool = False) -> list[str]:

@@ -941,3 +941,44 @@ workqueue_history = Table(
 
 QUEUE_LAYER_TABLES = [agents, agent_sites, workqueue_elements, workqueue_history]
 TASK_MODEL_TABLES.extend(QUEUE_LAYER_TABLES)  # migration 0020
+# WMCore splitting for real tasks (docs/splitting.md "WMCore splitting for real tasks", migration 0021).
+
+#: The WMCore algorithm a task is split by (its spec's `splitting` block) with its WMCore-named
+#: parameters as given, and what the algorithm keeps between generate passes (Harvest: when its last
+#: job was made). No row: the task is split by JEDI's rules.
+task_splitting = Table(
+    "task_splitting",
+    metadata,
+    Column("task_id", ID, ForeignKey("tasks.id", ondelete="CASCADE"), primary_key=True),
+    Column("algorithm", String(64), nullable=False),
+    Column("params", JSON, nullable=False),
+    Column("state", JSON),
+    Column("updated_at", TIME),
+)
+
+#: A WMCore job's mask (WMCore's Mask: FirstEvent/LastEvent, FirstLumi/LastLumi, FirstRun/LastRun and
+#: the run -> lumi ranges it processes); one row per job of a WMCore-split task that has a mask.
+job_masks = Table(
+    "job_masks",
+    metadata,
+    Column("job_id", ID, ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True),
+    Column("task_id", ID, nullable=False),
+    Column("first_event", BigInteger),
+    Column("last_event", BigInteger),
+    Column("first_run", BigInteger),
+    Column("last_run", BigInteger),
+    Column("first_lumi", BigInteger),
+    Column("last_lumi", BigInteger),
+    Column("lumis", JSON),  # {"run": [[first, last], ...]}
+    Index("ix_job_masks_task", "task_id"),
+)
+
+#: Parentage in the data catalog (Rucio/DBS file parents): a file and the LFN of each file it was made from.
+catalog_file_parents = Table(
+    "catalog_file_parents",
+    metadata,
+    Column("file_id", ID, ForeignKey("catalog_files.id", ondelete="CASCADE"), primary_key=True),
+    Column("parent_lfn", LONG_NAME, primary_key=True),
+)
+
+WMCORE_TABLES = [task_splitting, job_masks, catalog_file_parents]

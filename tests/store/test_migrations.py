@@ -8,7 +8,7 @@ from alembic.script import ScriptDirectory
 
 from jedictl.store.migrate import alembic_config, upgrade
 from jedictl.store.revisions import HEAD_REVISION, REVISIONS
-from jedictl.store.schema import CATALOG_TABLES, EVENT_TABLES, MESSAGE_TABLES, PERIODIC_TABLES, POST_PROCESSING_TABLES, REASSIGNMENT_TABLES, TASK_MODEL_TABLES, metadata
+from jedictl.store.schema import CATALOG_TABLES, EVENT_TABLES, MESSAGE_TABLES, PERIODIC_TABLES, POST_PROCESSING_TABLES, REASSIGNMENT_TABLES, TASK_MODEL_TABLES, WMCORE_TABLES, metadata
 from tests.helpers import run_sql
 
 
@@ -20,7 +20,7 @@ def test_revision_constants_match_the_scripts():
 
 
 def test_every_table_belongs_to_one_migration_step():
-    assert set(metadata.tables) == {t.name for t in TASK_MODEL_TABLES + CATALOG_TABLES + MESSAGE_TABLES + PERIODIC_TABLES + POST_PROCESSING_TABLES + REASSIGNMENT_TABLES + EVENT_TABLES}
+    assert set(metadata.tables) == {t.name for t in TASK_MODEL_TABLES + CATALOG_TABLES + MESSAGE_TABLES + PERIODIC_TABLES + POST_PROCESSING_TABLES + REASSIGNMENT_TABLES + EVENT_TABLES + WMCORE_TABLES}
 
 
 def test_migrations_equal_the_declared_schema(store_url):

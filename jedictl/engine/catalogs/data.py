@@ -56,7 +56,7 @@ class DataCatalog(Protocol):
 _DATASET_KEYS = ("name", "scope", "state", "files", "replicas", "attributes", "cvmfs")
 #: A cvmfs directory: absolute, under /cvmfs/<repository>/, plain path segments only.
 _CVMFS_SEGMENT = re.compile(r"^[A-Za-z0-9_.+\-]+\Z")
-_FILE_KEYS = ("lfn", "scope", "guid", "size", "checksum", "events", "run", "lumi_blocks")
+_FILE_KEYS = ("lfn", "scope", "guid", "size", "checksum", "events", "run", "lumi_blocks", "parents")
 
 
 def parse_catalog_import(document: Mapping[str, Any], known_endpoints: set[str], known_datasets: set[str]) -> CatalogImport:
@@ -159,6 +159,14 @@ def parse_files(raw: Any, path: str) -> list[CatalogFile]:
         if lumis is not None:
             if not isinstance(lumis, list) or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in lumis):
                 raise BadInput("must be a list of non-negative integers", f"{where}.lumi_blocks")
+        parents = entry.get("parents")
+        if parents is not None:
+            if not isinstance(parents, list) or not all(isinstance(name, str) and name.strip() for name in parents):
+                raise BadInput("must be a list of file names (the files this one was made from)", f"{where}.parents")
+            for position, parent in enumerate(parents):
+                check_name(parent, f"{where}.parents[{position}]", "file name")
+                if parent == lfn:
+                    raise BadInput("a file cannot be its own parent", f"{where}.parents[{position}]")
         files.append(CatalogFile(
             lfn=lfn,
             scope=fields.text(entry.get("scope"), f"{where}.scope", max_length=64),
@@ -168,5 +176,6 @@ def parse_files(raw: Any, path: str) -> list[CatalogFile]:
             n_events=fields.integer(entry.get("events"), f"{where}.events", minimum=0),
             run=fields.integer(entry.get("run"), f"{where}.run", minimum=0),
             lumi_blocks=tuple(lumis) if lumis is not None else None,
+            parents=tuple(dict.fromkeys(parents or ())),
         ))
     return files

@@ -41,6 +41,7 @@ from jedictl.store import datasets as dataset_store
 from jedictl.store import files as file_store
 from jedictl.store import task_leases
 from jedictl.store import tasks as task_store
+from jedictl.store import wmcore as wmcore_store
 from jedictl.store.data_catalog import CopyTarget, StoreDataCatalog
 
 FEEDABLE = (DatasetType.INPUT.value, DatasetType.PSEUDO_INPUT.value)
@@ -88,6 +89,8 @@ class TaskFeeder:
             rows = dataset_store.datasets_of(conn, self.task_id)
             self.parent_status = task_store.parent_status(conn, self.task.parent_id) if self.task.parent_id else None
             self.options = options_from_dict(self.task.options)
+            # A WMCore-split task's algorithm decides itself what waits for a growing input (engine.generate.wmcore_tasks).
+            self.wmcore = wmcore_store.splitting_of(conn, self.task_id) is not None
             used_by = skip_task_ids(self.options.skip_files_used_by)
             self.skip = file_store.processed_keys(conn, used_by) if used_by else (frozenset(), frozenset())
         rows = self._join_new_members(rows)
@@ -301,7 +304,7 @@ class TaskFeeder:
         chunk = self.options.n_files_per_job or 1
         # A growing input is released in whole bunches: 10 chunks while scouting, else nChunksToWait.
         chunks = self.settings.feed.n_chunks_for_scout if budget.left is not None else self.settings.feed.n_chunks_to_wait
-        bunch = chunks * chunk if state == "mutable" else None
+        bunch = chunks * chunk if state == "mutable" and not self.wmcore else None
         if budget.left is None:
             return release_count(usable, None, bunch, closed=state == "closed")
         scouts = release_count(max(usable - used, 0), budget.left, bunch, closed=state == "closed")

@@ -36,6 +36,7 @@ from jedictl.engine.brokerage.job_brokerage import broker_job_sites, pick_site, 
 from jedictl.engine.brokerage import site_slots
 from jedictl.engine.brokerage.model import SecondaryRecords, SiteLoad
 from jedictl.engine.generate.input_transfers import cvmfs_lfns, input_transfers
+from jedictl.engine.generate import wmcore_tasks
 from jedictl.engine.generate.job_builder import JobBuilder, TaskContext
 from jedictl.engine.generate.merge_jobs import MergeConflict, make_merge_jobs
 from jedictl.engine.jobs.resources import job_priority
@@ -204,7 +205,7 @@ class TaskGenerator:
                 files_left -= taken
                 if count == 0:
                     break
-        except (NoSite, TemplateError, NotAContainer) as exc:
+        except (NoSite, TemplateError, NotAContainer, wmcore_tasks.SplitRefused) as exc:
             reason = f"no site can run the jobs: {exc}" if isinstance(exc, NoSite) else str(exc)
             if made:  # some jobs exist: keep the task going, say why the rest waits
                 return self._finish(made, reason)
@@ -299,6 +300,10 @@ class TaskGenerator:
         master_lfns = [row[1] for row in claimed]
         builder = JobBuilder(ctx, self.settings, self.now, cvmfs_lfns(brokerage_input, master_lfns, read_by_jobs))
         by_id = {row.id: row for row in claimed}
+        if ctx.splitting is not None:  # a WMCore algorithm cuts the jobs (engine.generate.wmcore_tasks)
+            transfers_of = lambda: input_transfers(brokerage, brokerage_input, master_lfns, read_by_jobs, self.sites,  # noqa: E731
+                                                   self.catalog.endpoints)
+            return self._wmcore_chunk(conn, ctx, claimed, all_claimed, brokerage.candidates, builder, by_id, transfers_of)
         plan, excluded, refused, full = self._split(chunk, brokerage.candidates, max_jobs,
                                                     lambda site, sub: builder.refusal(site, sub, by_id))
         if not plan:
@@ -326,6 +331,25 @@ class TaskGenerator:
                 self.claimed_up_to[master.id] = min(unused) - 1 if unused else ids[-1]
         used_masters = sum(len(sub.master) for _, sub in plan)
         return len(plan), max(used_masters, 1)
+
+    def _wmcore_chunk(self, conn: Any, ctx: TaskContext, claimed: list[Any], all_claimed: list[Any], candidates: Any,
+                      builder: JobBuilder, by_id: dict[int, Any], transfers_of: Callable[[], Any]) -> tuple[int, int]:
+        """The chunk split by the task's WMCore algorithm: planned jobs written with their masks, parents
+        and created-failed jobs; records the algorithm left (waiting for more work) stay ready."""
+        wm = wmcore_tasks.plan_jobs(conn, ctx, claimed, candidates, self.sites, self.rng, self.now)
+        used: frozenset[int] = frozenset()
+        if wm.plan:
+            written = builder.write(conn, wm.plan, by_id, {}, set(), transfers_of(), references=wm.references)
+            wmcore_tasks.after_write(conn, ctx, wm, written.job_ids, self.settings, self.now)
+            for site, count in written.per_site.items():
+                self._count(site, count, self._job_priority(), written.assigned.get(site, 0))
+            used = written.used
+        for master in ctx.masters:
+            ids = [row[0] for row in all_claimed if row[9] == master.id]
+            if ids:
+                unused = [record_id for record_id in ids if record_id not in used]
+                self.claimed_up_to[master.id] = min(unused) - 1 if unused else ids[-1]
+        return len(wm.plan), len(all_claimed)
 
     def _secondary(self, conn: Any, dataset: Any, n_master: int) -> tuple[SecondaryInput, list[Any], bool]:
         """A secondary's records for the chunk: claimed when each file serves one job (a one-time input); read

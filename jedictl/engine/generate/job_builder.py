@@ -35,6 +35,7 @@ from jedictl.engine.task.options import TaskOptions, options_from_dict
 from jedictl.engine.shares.resource_types import ResourceTypeDef, load_resource_types, match_resource_type
 from jedictl.engine.task.templates import InputStream, JobContext, OutputFile, render_job_parameters
 from jedictl.engine.generate.build_jobs import site_libs
+from jedictl.engine.generate.wmcore_tasks import load_splitting
 from jedictl.engine.task.build import run_job_status
 from jedictl.engine.task.preprocess import WAITING as PREPROCESS_WAITING
 from jedictl.engine.task.preprocess import parse_panda_prepro_spec, parse_preprocess_spec
@@ -79,6 +80,7 @@ class TaskContext:
     preprocess: bool = False  # the task waits for its preprocess job: the one job made is that (engine.task.preprocess)
     job_kind: str = "normal"
     transformation: str | None = None  # the jobs' program when not the task's (the preprocess job's)
+    splitting: Any | None = None  # engine.generate.wmcore_tasks.Splitting: a WMCore algorithm cuts the jobs
 
     @classmethod
     def load(cls, conn: Any, task_id: int, settings: Settings) -> TaskContext:
@@ -126,6 +128,7 @@ class TaskContext:
             site_containers=tuple(d for d in out_datasets.values() if (d.attributes or {}).get("per_site")),
             group_boundary_id=recovery_store.GROUP_BOUNDARY if recovery_store.recovery_of(conn, task_id) is not None else None,
             build_template=job_templates.get("build", ""),
+            splitting=load_splitting(conn, task_id),
         )
 
 
@@ -134,6 +137,7 @@ class Written:
     per_site: dict[str, int]
     used: frozenset[int]  # records read for the chunk that are now in a job (the others stay ready)
     assigned: dict[str, int] = dataclasses.field(default_factory=dict)  # of per_site: jobs waiting `assigned` for input
+    job_ids: tuple[int, ...] = ()  # the jobs written, in plan order
 
 
 class JobBuilder:
@@ -146,13 +150,16 @@ class JobBuilder:
         self._planned: dict[int, tuple[Any, str, Any]] = {}  # id(sub-chunk) -> (it, site, resources) from `refusal`
 
     def write(self, conn: Any, plan: Sequence[tuple[Any, Any]], claimed: dict[int, Any], secondary_rows: dict[int, Any],
-              claimed_secondaries: set[int], transfers: Mapping[str, InputTransfer] | None = None) -> Written:
+              claimed_secondaries: set[int], transfers: Mapping[str, InputTransfer] | None = None,
+              references: set[tuple[int, int]] | None = None) -> Written:
         """Build and insert the jobs of `plan` [(site, sub-chunk)] in the caller's transaction.
 
         `claimed` and `secondary_rows` map file ids to their claimed rows (store.jobs.CLAIM_COLUMNS);
         `claimed_secondaries` are the secondary records this chunk claimed (tracked datasets), as opposed
         to read-only ones (nosplit, repeat, reusable). `transfers` names the sites whose jobs may need
-        their input moved first (site name -> InputTransfer). This loop runs once per job of a big task:
+        their input moved first (site name -> InputTransfer). `references` (WMCore-split tasks): (plan
+        index, record id) of master records a job reads that an earlier job of the plan holds -- written
+        as job files without a record, neither claimed nor counted. This loop runs once per job of a big task:
         values shared by all jobs are computed before it.
         """
         ctx, task, now = self.ctx, self.ctx.task, self.now
@@ -221,6 +228,10 @@ class JobBuilder:
                                   FileStatus.READY.value if lib.built else FileStatus.PENDING.value, None, None, None, None, None))
             previous = []
             for row in masters:
+                if references and (index, row[C_ID]) in references:  # another job of the plan holds the record
+                    file_rows.append((job_id, task.id, row[C_DATASET], None, row[C_LFN], streams[row[C_DATASET]][2], row[C_ATTEMPT], "ready",
+                                      row[C_SCOPE], row[C_GUID], row[C_SIZE], row[C_CHECKSUM], fetch_to if row[C_LFN] in missing else None))
+                    continue
                 # An input to be transferred names the endpoint it must reach (the job waits `assigned` for it).
                 file_rows.append((job_id, task.id, row[C_DATASET], row[C_ID], row[C_LFN], streams[row[C_DATASET]][2], row[C_ATTEMPT], "ready",
                                   row[C_SCOPE], row[C_GUID], row[C_SIZE], row[C_CHECKSUM], fetch_to if row[C_LFN] in missing else None))
@@ -268,7 +279,7 @@ class JobBuilder:
         job_store.advance_serials(conn, names.next_serial_nr)
         if kind == JOB_KIND_ES:
             self._event_ranges(conn, [(job_id, claimed[sub.master[0].file_id]) for (_, sub), job_id in zip(plan, job_ids, strict=True)])
-        return Written(dict(per_site), frozenset().union(*used.values()), dict(assigned))
+        return Written(dict(per_site), frozenset().union(*used.values()), dict(assigned), tuple(job_ids))
 
     def _event_ranges(self, conn: Any, holders: list[tuple[int, Any]]) -> None:
         """Each event-service job's record gets its ranges (seed 000 "Event-level splitting" step 4): new

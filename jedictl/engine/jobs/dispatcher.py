@@ -27,10 +27,11 @@ from jedictl.engine.shares import fair_share as share_math
 from jedictl.engine.shares import global_shares as shares
 from jedictl.engine.shares.resource_types import load_resource_types
 from jedictl.errors import BadInput, NotFound
-from jedictl.model import JOB_KIND_ES, JOB_KIND_ES_MERGE, JOB_KIND_JUMBO, DatasetType
+from jedictl.model import JOB_KIND_ES, JOB_KIND_ES_MERGE, JOB_KIND_JUMBO, PARENT_JOB_FILE_TYPE, DatasetType
 from jedictl.model.choices import RESOURCE_TYPES, refusal
 from jedictl.store import dispatch as dispatch_store
 from jedictl.store import events as event_store
+from jedictl.store import wmcore as wmcore_store
 
 #: PanDA's label families (construct_where_clause): what an executor of each kind may run.
 LABEL_FAMILIES: dict[str, tuple[str, ...]] = {
@@ -40,6 +41,7 @@ LABEL_FAMILIES: dict[str, tuple[str, ...]] = {
 LABEL_FAMILIES["unified"] = tuple(dict.fromkeys(LABEL_FAMILIES["user"] + LABEL_FAMILIES["managed"]))
 
 OUTPUT_TYPES = frozenset({DatasetType.OUTPUT.value, DatasetType.LOG.value, DatasetType.TRN_OUTPUT.value, DatasetType.TRN_LOG.value})
+PARENT_FILE_TYPE = PARENT_JOB_FILE_TYPE  # a parent file attached to a WMCore job (include_parents)
 #: Job files whose replicas are looked up in the data catalog (seeds and pseudo inputs have none).
 CATALOG_INPUT_TYPES = frozenset({DatasetType.INPUT.value, DatasetType.LIB.value})  # lib: a run job reads its site's lib file
 
@@ -151,8 +153,13 @@ def dispatch_jobs(store: Any, settings: Settings, request: DispatchRequest, now:
         replicas = dispatch_store.input_replicas(conn, wanted)
         cvmfs = dispatch_store.input_cvmfs(conn, wanted)
         ranges = event_ranges_of(conn, rows, now, settings.jumbo.ranges_per_dispatch)
+        masks = wmcore_store.masks_of(conn, job_ids)
+        parents = {(row.dataset, row.lfn) for listed in files.values() for row in listed if row.type == PARENT_FILE_TYPE}
+        if parents:  # parents (include_parents) live in other catalog datasets: found by name
+            held = wmcore_store.replicas_by_lfn(conn, [lfn for _, lfn in parents])
+            replicas = {**replicas, **{(dataset, lfn): held[lfn] for dataset, lfn in parents if lfn in held}}
     rows.sort(key=lambda job: order_key(job, ranks))
-    return [job_payload(job, files.get(job.id, []), replicas, cvmfs, ranges.get(job.id)) for job in rows]
+    return [job_payload(job, files.get(job.id, []), replicas, cvmfs, ranges.get(job.id), masks.get(job.id)) for job in rows]
 
 
 def event_ranges_of(conn: Any, rows: Sequence[Any], now: datetime, per_jumbo: int = 100) -> dict[int, list[tuple]]:
@@ -181,12 +188,13 @@ def wanted_replicas(files_per_job: Any) -> dict[str, list[str]]:
 
 
 def job_payload(job: Any, files: Sequence[Any], replicas: Mapping[tuple[str, str], Sequence[str]],
-                cvmfs: Mapping[tuple[str, str], str] | None = None, ranges: Sequence[tuple] | None = None) -> dict[str, Any]:
+                cvmfs: Mapping[tuple[str, str], str] | None = None, ranges: Sequence[tuple] | None = None,
+                mask: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """What an executor receives for one job (docs/executor-protocol.md): a plain dict of plain values.
 
     `job` is a jobs row (attribute access), `files` its job files with `dataset` (the task dataset's
     name), `replicas` the endpoints per (dataset, lfn) of catalog inputs, sorted, `cvmfs` the path of those
-    read in place from cvmfs (no stage-in).
+    read in place from cvmfs (no stage-in), `mask` the job's WMCore mask (store.wmcore.masks_of).
     """
     cvmfs = cvmfs or {}
     inputs, outputs = [], []
@@ -226,6 +234,7 @@ def job_payload(job: Any, files: Sequence[Any], replicas: Mapping[tuple[str, str
         "outputs": outputs,
         "event_service": job.kind in ES_KINDS,
         "event_ranges": [dict(zip(EVENT_RANGE_KEYS, values)) for values in ranges or ()],
+        "mask": {key: mask[key] for key in MASK_KEYS} if mask else None,
     }
 
 
@@ -233,7 +242,9 @@ def job_payload(job: Any, files: Sequence[Any], replicas: Mapping[tuple[str, str
 PAYLOAD_KEYS = ("job_id", "task_id", "task_job", "attempt_nr", "site", "status", "prod_source_label", "processing_type",
                 "transformation", "job_parameters", "architecture", "release", "trans_home", "container_name", "core_count",
                 "min_ram_count", "max_walltime", "max_disk_count", "max_cpu_count", "priority", "gshare", "resource_type",
-                "is_scout", "kind", "inputs", "outputs", "event_service", "event_ranges")
+                "is_scout", "kind", "inputs", "outputs", "event_service", "event_ranges", "mask")
+#: Keys of a WMCore job's mask (null for other jobs): the events and the runs/lumis it processes.
+MASK_KEYS = ("first_event", "last_event", "first_run", "last_run", "first_lumi", "last_lumi", "lumis")
 INPUT_KEYS = ("lfn", "scope", "guid", "size", "checksum", "dataset", "type", "attempt_nr", "replicas", "cvmfs")
 OUTPUT_KEYS = ("lfn", "dataset", "type", "destination")
 #: Keys of one event range of a payload: output_lfn/output_size are the pre-merged file (ES merge jobs only).

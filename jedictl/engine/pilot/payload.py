@@ -10,6 +10,8 @@ started -- PanDA's pilot kills the payload's process group the same way: SIGTERM
 
 from __future__ import annotations
 
+import json
+
 import os
 import select
 import shlex
@@ -56,6 +58,25 @@ def job_environment(payload: Mapping[str, Any], base: Mapping[str, str]) -> dict
     env = dict(base)
     env.update({"PANDAID": str(payload["job_id"]), "JEDICTL_JOB_ID": str(payload["job_id"]),
                 "JEDICTL_TASK_ID": str(payload["task_id"]), "ATHENA_CORE_NUMBER": str(payload.get("core_count") or 1)})
+    env.update(mask_environment(payload.get("mask")))
+    return env
+
+
+#: The environment a WMCore job's mask is given to its payload in (docs/executor-protocol.md, "Job masks").
+MASK_ENVIRONMENT = {"first_event": "JEDICTL_FIRST_EVENT", "last_event": "JEDICTL_LAST_EVENT", "first_run": "JEDICTL_FIRST_RUN",
+                    "last_run": "JEDICTL_LAST_RUN", "first_lumi": "JEDICTL_FIRST_LUMI", "last_lumi": "JEDICTL_LAST_LUMI"}
+
+
+def mask_environment(mask: Mapping[str, Any] | None) -> dict[str, str]:
+    """A WMCore job's mask as environment variables: each bound set, and JEDICTL_LUMIS as
+    `run:first-last,first-last;run:...` (the lumi ranges per run), JEDICTL_MASK the mask as JSON."""
+    if not mask:
+        return {}
+    env = {name: str(mask[key]) for key, name in MASK_ENVIRONMENT.items() if mask.get(key) is not None}
+    if mask.get("lumis"):
+        env["JEDICTL_LUMIS"] = ";".join(f"{run}:" + ",".join(f"{first}-{last}" for first, last in ranges)
+                                        for run, ranges in mask["lumis"].items())
+    env["JEDICTL_MASK"] = json.dumps(dict(mask), sort_keys=True)
     return env
 
 

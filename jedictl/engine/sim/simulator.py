@@ -167,6 +167,10 @@ def simulate_pass(store: Any, settings: Settings, now: datetime, rng: random.Ran
         if range_reports:
             ingest_event_reports(store, range_reports, now)
         for p in payloads:
+            mask = p.get("mask")
+            if mask and mask.get("first_event") is not None and mask.get("last_event") is not None:
+                # A WMCore job processes the events of its mask, not its whole file.
+                events[p["job_id"]] = mask["last_event"] - mask["first_event"] + 1
             if p.get("event_service"):
                 # An event-service job's events are its ranges (processed ones, or those merged).
                 events[p["job_id"]] = sum(r["end_event"] - r["start_event"] + 1 for r in p.get("event_ranges", ()))

@@ -184,6 +184,7 @@ class TaskDefinition:
     merge: MergeDef | None = None
     build: BuildDef | None = None
     preprocess: PreprocessDef | None = None
+    splitting: Any | None = None  # engine.task.splitting.SplittingDef: a WMCore algorithm cuts the jobs
     format: str = "spec"  # "spec" | "panda"
     unknown_keys: tuple[str, ...] = ()
     priority_capped_from: int | None = None  # the priority asked for, when the analysis cap lowered it
@@ -197,7 +198,7 @@ class TaskDefinition:
 
     def summary(self) -> dict[str, Any]:
         """The normalised task as plain data (what `submit --dry-run` prints)."""
-        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("datasets", "options", "merge", "build", "preprocess")}
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("datasets", "options", "merge", "build", "preprocess", "splitting")}
         data["options"] = self.options.as_dict()
         data["datasets"] = [
             {"name": d.name, "type": d.type.value, "stream": d.stream, "master": d.is_master, "container": d.container,
@@ -208,6 +209,7 @@ class TaskDefinition:
         data["merge"] = dataclasses.asdict(self.merge) if self.merge else None
         data["build"] = dataclasses.asdict(self.build) if self.build else None
         data["preprocess"] = dataclasses.asdict(self.preprocess) if self.preprocess else None
+        data["splitting"] = {"algorithm": self.splitting.algorithm, **self.splitting.params} if self.splitting else None
         data["unknown_keys"] = list(self.unknown_keys)
         return data
 

@@ -27,6 +27,8 @@ from jedictl.engine.task.definition import (
 )
 from jedictl.engine.task.build import parse_build_spec
 from jedictl.engine.task.preprocess import parse_preprocess_spec
+from jedictl.engine.task.splitting import check_task as check_splitting_task
+from jedictl.engine.task.splitting import parse_splitting
 from jedictl.errors import BadInput
 from jedictl.model import DatasetType
 
@@ -58,6 +60,7 @@ TOP_LEVEL = {
     "gshare": "put the task in this global share instead of matching",
     "build": "the task ships sources: a build job per site makes the lib file its jobs read (${LIB}); see build-jobs.md",
     "preprocess": "a preprocess job runs before the task's normal jobs (topreprocess, preprocessing); see preprocessing.md",
+    "splitting": "split the jobs with a WMCore algorithm: {algorithm: LumiBased, lumis_per_job: 2, ...} (WMCore's parameters; see splitting.md)",
 }
 INPUT_KEYS = {
     "dataset": "dataset or container name (or a list of names for the same stream)",
@@ -151,6 +154,10 @@ def parse_task_spec(
             use_local_io=fields.flag(merge_keys.get("use_local_io"), "merge.use_local_io"),
         )
     options = build_options(values, path_of)
+    splitting = None
+    if document.get("splitting") is not None:
+        splitting = parse_splitting(document["splitting"])
+        options = check_splitting_task(splitting, options, datasets, no_input, path_of)
     build = parse_build_spec(document["build"]) if document.get("build") is not None else None
     preprocess = parse_preprocess_spec(document["preprocess"]) if document.get("preprocess") is not None else None
     if no_input and options.n_events is None and options.n_files is None:
@@ -187,6 +194,7 @@ def parse_task_spec(
         merge=merge,
         build=build,
         preprocess=preprocess,
+        splitting=splitting,
         format="spec",
     )
 

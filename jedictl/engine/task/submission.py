@@ -9,6 +9,7 @@ from typing import Any
 
 from jedictl.engine.input import fields
 from jedictl.engine.task.options import skip_task_ids
+from jedictl.store import wmcore as wmcore_store
 from jedictl.engine.task.resubmission import RESUBMITTABLE, refusal
 from jedictl.engine.task.panda_params import ANALYSIS_LABELS, is_panda_params, parse_panda_params
 from jedictl.engine.task.privileges import NOBODY, Privileges, queue_priority
@@ -146,10 +147,13 @@ def register_task(conn, definition: TaskDefinition, document: dict[str, Any], no
             raise NotFound(f"task {used_by} does not exist", "skip_files_used_by")
     refuse_shared_outputs(conn, definition)
     try:
-        return task_store.insert_task(conn, {**task_row(definition), **(links or {})}, document, definition.format, definition.unknown_keys, now, by,
-                                      output_names=[dataset.name for dataset in definition.outputs()])
+        task_id = task_store.insert_task(conn, {**task_row(definition), **(links or {})}, document, definition.format, definition.unknown_keys,
+                                         now, by, output_names=[dataset.name for dataset in definition.outputs()])
     except NameTaken as taken:
         raise BadInput(refusal(taken.task_id, taken.status, definition.name) or str(taken), name_path(definition)) from taken
+    if definition.splitting is not None:
+        wmcore_store.save_splitting(conn, task_id, definition.splitting.algorithm, definition.splitting.params)
+    return task_id
 
 
 def refuse_shared_outputs(conn, definition: TaskDefinition, task_id: int | None = None) -> None:  # noqa: ANN001

@@ -39,7 +39,7 @@ class FileBasedParams:
     respect_run_boundaries: bool = param(False, "start a new job when a file's lowest run changes")
     runs: tuple[int, ...] = param((), "lumi mask: run numbers (with `lumis`)")
     lumis: tuple[str, ...] = param((), "lumi mask: one 'first,last,first,last...' string per run (runs separated by ;)", separator=";")
-    include_parents: bool = param(False, "give each job the parents of its files (files[].parents)")
+    include_parents: bool = param(False, "give each job the parents of its files (files[].parents; a real task's from the catalog)")
 
 
 def file_based(fileset: Fileset, params: FileBasedParams, factory: JobFactoryParams) -> list[PlannedJob]:
@@ -120,7 +120,7 @@ class MinFileBasedParams:
     files_per_job: int = param(10, "files per job; while the fileset is open only full jobs are made", minimum=1)
     jobs_per_group: int = param(0, "jobs per job group (groups only; no effect on the jobs)", minimum=0)
     respect_run_boundaries: bool = param(False, "start a new job when a file's lowest run changes")
-    include_parents: bool = param(False, "give each job the parents of its files (files[].parents)")
+    include_parents: bool = param(False, "give each job the parents of its files (files[].parents; a real task's from the catalog)")
 
 
 def min_file_based(fileset: Fileset, params: MinFileBasedParams, factory: JobFactoryParams) -> list[PlannedJob]:
@@ -243,7 +243,7 @@ class EventBasedParams:
     events_per_job: int = param(100, "events per job; a job never spans two files", minimum=1)
     events_per_lumi: int = param(0, "Monte Carlo (MCFakeFile) events per lumi section (0 = events_per_job)", minimum=0)
     lhe_input_files: bool = param(False, "Monte Carlo jobs read LHE files (passed to the job)", wmcore="lheInputFiles")
-    include_parents: bool = param(False, "give each job the parents of its files (files[].parents)")
+    include_parents: bool = param(False, "give each job the parents of its files (files[].parents; a real task's from the catalog)")
 
 
 def event_based(fileset: Fileset, params: EventBasedParams, factory: JobFactoryParams) -> list[PlannedJob]:

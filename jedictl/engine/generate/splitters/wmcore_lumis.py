@@ -46,7 +46,7 @@ class LumiBasedParams:
     runs: tuple[int, ...] = param((), "lumi mask: run numbers (with `lumis`)")
     lumis: tuple[str, ...] = param((), "lumi mask: one 'first,last,first,last...' string per run (runs separated by ;)", separator=";")
     apply_lumi_correction: bool = param(False, "a lumi seen in several files stays in its first job, which gets those files", wmcore="applyLumiCorrection")
-    include_parents: bool = param(False, "give each job the parents of its files (files[].parents)")
+    include_parents: bool = param(False, "give each job the parents of its files (files[].parents; a real task's from the catalog)")
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ class EventAwareLumiBasedParams:
     apply_lumi_correction: bool = param(False, "a lumi seen in several files stays in its first job, which gets those files", wmcore="applyLumiCorrection")
     allow_creation_failure: bool = param(True, "create the too-long single-lumi jobs as failed (else as normal jobs)", wmcore="allowCreationFailure")
     performance: dict | None = param(None, 'the task\'s performance section, e.g. {"timePerEvent": 12.5}')  # noqa: RUF009 - param() only adds metadata
-    include_parents: bool = param(False, "give each job the parents of its files (files[].parents)")
+    include_parents: bool = param(False, "give each job the parents of its files (files[].parents; a real task's from the catalog)")
 
 
 class _LumiChecker:
