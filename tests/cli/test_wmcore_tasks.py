@@ -363,3 +363,13 @@ def test_a_closed_input_the_algorithm_takes_nothing_of_leaves_the_task_pending_w
     task = cli.json("task", "show", str(task_id), db=store)
     assert task["status"] == "pending"
     assert "WMBSMergeBySize makes no job of the 5 file(s) left of the closed input" in task["error_dialog"]
+
+
+def test_include_parents_over_files_without_parents_leaves_the_task_pending_with_the_reason(cli, store, tmp_path):
+    # The preview's rule (WMCore refuses IncludeParents for an input without parents), on a real task.
+    orphans = [{key: value for key, value in f.items() if key != "parents"} for f in FILES]
+    _setup(cli, store, tmp_path, _catalog(orphans))
+    task_id = _submit(cli, store, _spec("FileBased", files_per_job=2, include_parents=True))
+    assert _generate(cli, store)["counts"]["jobs"] == 0
+    task = cli.json("task", "show", str(task_id), db=store)
+    assert task["status"] == "pending" and "no input file has parents" in task["error_dialog"]
