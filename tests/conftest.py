@@ -43,7 +43,7 @@ def isolation(tmp_path_factory: pytest.TempPathFactory):
     saved = dict(os.environ)
     for name in list(os.environ):
         if name.startswith("JEDICTL_") and name not in ("JEDICTL_TEST_PG_URL", "JEDICTL_REQUIRE_PG", "JEDICTL_REQUIRE_SLURM",
-                                                         "JEDICTL_TEST_AMQP_URL", "JEDICTL_REQUIRE_MQ"):
+                                                         "JEDICTL_TEST_AMQP_URL", "JEDICTL_REQUIRE_MQ", "JEDICTL_REQUIRE_WMCORE"):
             del os.environ[name]
     os.environ.update({
         "XDG_CONFIG_HOME": str(home / "config"), "XDG_DATA_HOME": str(home / "data"),

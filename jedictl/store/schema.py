@@ -246,6 +246,7 @@ datasets = Table(
     Column("created_at", TIME, nullable=False),
     Column("modified_at", TIME, nullable=False),
     Index("ix_datasets_task", "task_id", "type"),
+    Index("ix_datasets_name", "name"),  # output names looked up at refine and submit (migration 0022)
 )
 
 # JEDI's dataset contents: one row per file (or per event range of a file) per dataset of a task.

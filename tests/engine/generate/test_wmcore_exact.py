@@ -288,7 +288,11 @@ def test_wmbs_merge_refuses_parameters_it_does_not_read():
 
 # ------------------------------------------------------------------------------------ the oracle
 
-oracle = pytest.mark.skipif(not wmcore_oracle.available(), reason="WMCore not installed (pip install --no-deps wmcore future)")
+#: CI installs WMCore (README's test command) and sets JEDICTL_REQUIRE_WMCORE=1: there a missing WMCore
+#: fails these tests instead of skipping them, so the oracle cannot silently stop running.
+REQUIRE_WMCORE = os.environ.get("JEDICTL_REQUIRE_WMCORE") == "1"
+oracle = pytest.mark.skipif(not wmcore_oracle.available() and not REQUIRE_WMCORE,
+                            reason="WMCore not installed (pip install --no-deps wmcore future)")
 SETTINGS = settings(max_examples=int(os.environ.get("JEDICTL_WMCORE_ORACLE_EXAMPLES", "60")), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
 
