@@ -15,7 +15,15 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import pytest
+# Bytecode caches are written even under PYTHONDONTWRITEBYTECODE (set in this machine's environment):
+# without them every xdist worker compiled all of jedictl and pytest rewrote every test module again, and
+# every real jedictl process the tests start compiled jedictl again (~0.6 s CPU each). The caches go to
+# the git-ignored __pycache__ folders, as in any Python run without the variable. This module is loaded
+# before any test module is collected, and before the workers and the real processes start.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
+import pytest  # noqa: E402
 import typer.main
 from typer.testing import CliRunner, Result
 
