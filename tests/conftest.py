@@ -90,6 +90,8 @@ class _SharedCompiledCache(dict):
         return super().__getitem__(self._canonical(key))
 
     def __setitem__(self, key: Any, value: Any) -> None:
+        if len(self) >= 5000:  # a bound on memory, as SQLAlchemy's own cache has (500 statements an engine)
+            self.clear()
         super().__setitem__(self._canonical(key), value)
 
     def __contains__(self, key: Any) -> bool:
