@@ -142,10 +142,14 @@ def test_a_task_that_disables_reassignment_keeps_its_jobs(cli, store, tmp_path):
 # ------------------------------------------------------------------------ guards, in real processes
 
 def _watch_process(store, tmp_path, **hooks: str):
-    decided = tmp_path / f"decided-{time.monotonic_ns()}"
-    env = hooked_env(slow_reassign="4", decided=str(decided), **hooks)
+    """A real watch pass that has decided its moves and waits, before it writes them, until `_finish`
+    lets it go on (or 60 s passed)."""
+    stamp = time.monotonic_ns()
+    decided, resume = tmp_path / f"decided-{stamp}", tmp_path / f"resume-{stamp}"
+    env = hooked_env(slow_reassign="60", decided=str(decided), resume=str(resume), **hooks)
     env.update({"JEDICTL_NOW": LATER})
     process = jedictl_process(["watch", "-o", "json", "--db", store], env=env)
+    process.resume = resume
     deadline = time.monotonic() + 90
     while not decided.exists():
         assert process.poll() is None and time.monotonic() < deadline, process.communicate()
@@ -154,6 +158,7 @@ def _watch_process(store, tmp_path, **hooks: str):
 
 
 def _finish(process) -> dict:
+    process.resume.touch()  # what the test did meanwhile is done: the pass writes its moves now
     out, err = process.communicate(timeout=120)
     assert process.returncode == 0, err
     return json.loads(out)

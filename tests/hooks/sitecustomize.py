@@ -31,7 +31,8 @@ JEDICTL_HOOK_DIE_AT=periodic-before-commit  a periodic pass SIGKILLs itself when
                                 submitted the instance and recorded the outcome, before it commits
 JEDICTL_HOOK_SLOW_REASSIGN=SECONDS  job reassignment waits SECONDS once it has decided its moves, before it
                                 writes them (a dispatch, or a second pass, in between); with
-                                JEDICTL_HOOK_DECIDED=PATH it creates that file when the wait begins
+                                JEDICTL_HOOK_DECIDED=PATH it creates that file when the wait begins, and
+                                with JEDICTL_HOOK_RESUME=PATH the wait ends as soon as that file exists
 JEDICTL_HOOK_BREAK_GUARD=reassign  a job's move ignores the status and site it was decided on (only its id
                                 counts), so a test can show that `check` catches a job moved twice or
                                 moved after its dispatch
@@ -124,7 +125,10 @@ def _install() -> None:
             decided = os.environ.get("JEDICTL_HOOK_DECIDED")
             if decided:
                 open(decided, "w").close()
-            time.sleep(slow_reassign)
+            resume = os.environ.get("JEDICTL_HOOK_RESUME")
+            deadline = time.monotonic() + slow_reassign
+            while time.monotonic() < deadline and not (resume and os.path.exists(resume)):
+                time.sleep(0.02 if resume else max(0.0, deadline - time.monotonic()))
             return real_apply(*args, **kwargs)
 
         reassignment.apply_moves = slow_apply
