@@ -55,13 +55,17 @@ def load_tasks(url: str, n_tasks: int, n_files: int, files_per_job: int, skip_sc
                 {"name": f"bench.in.{t:05d}", "state": "closed", "replicas": [{"endpoint": disks[(t + k) % len(disks)]} for k in range(3)],
                  "files": [{"lfn": f"bench.{t:05d}._{i:06d}.root", "size": 500_000_000 + i, "events": 100} for i in range(n_files)]}
                 for t in range(n_tasks)]}, now)
-            for t in range(n_tasks):
-                spec = {"name": f"bench.task.{t:05d}", "label": "managed", "processing_type": "simul", "command": "${IN} ${OUTPUT0}",
-                        "inputs": [{"dataset": f"bench.in.{t:05d}"}],
-                        "outputs": [{"dataset": f"bench.out.{t:05d}", "file_template": "bench.out.${SN}.root"}],
-                        "log": {"dataset": f"bench.log.{t:05d}", "file_template": "bench.log.${SN}.tgz"},
-                        "split": {"n_files_per_job": files_per_job}, "scouts": {"skip_scout": skip_scout}}
-                register_task(conn, parse_definition(spec, user="bench", default_user="bench"), spec, now, "bench")
+        # Registered in transactions of 500: on PostgreSQL each registration takes transaction-level advisory
+        # locks (per dataset name and user), and 10,000 in one transaction overflow the server's lock table.
+        for first in range(0, n_tasks, 500):
+            with store.begin() as conn:
+                for t in range(first, min(first + 500, n_tasks)):
+                    spec = {"name": f"bench.task.{t:05d}", "label": "managed", "processing_type": "simul", "command": "${IN} ${OUTPUT0}",
+                            "inputs": [{"dataset": f"bench.in.{t:05d}"}],
+                            "outputs": [{"dataset": f"bench.out.{t:05d}", "file_template": "bench.out.${SN}.root"}],
+                            "log": {"dataset": f"bench.log.{t:05d}", "file_template": "bench.log.${SN}.tgz"},
+                            "split": {"n_files_per_job": files_per_job}, "scouts": {"skip_scout": skip_scout}}
+                    register_task(conn, parse_definition(spec, user="bench", default_user="bench"), spec, now, "bench")
     finally:
         store.close()
 
