@@ -32,7 +32,7 @@ from jedictl.model.choices import TRANSFER_MODES as TRANSFERS
 ERROR_SOURCES = ("pilot", "exe", "ddm", "jobdispatcher", "taskbuffer", "sup", "trans")
 #: engine.generate.splitters.registry.NAMES
 SPLIT_ALGORITHMS = ("FileBased", "MinFileBased", "EventBased", "LumiBased", "EventAwareLumiBased", "SizeBased", "RunBased",
-                    "ParentlessMergeBySize", "SiblingProcessingBased", "Harvest", "jedi")
+                    "ParentlessMergeBySize", "WMBSMergeBySize", "SiblingProcessingBased", "Harvest", "jedi")
 
 
 def _enum(name: str) -> Callable[[Any], list[str]]:
