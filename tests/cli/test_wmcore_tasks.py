@@ -180,7 +180,8 @@ def test_createfailed_jobs_are_recorded_with_their_reason(cli, store, tmp_path):
     assert report["counts"]["jobs"] == 3
     jobs = _jobs(cli, store, task_id)
     assert [j["status"] for j in jobs] == ["failed"] * 3
-    assert all("createfailed: no possible site" in (j.get("error_diag") or json.dumps(j)) for j in jobs)
+    # WMCore's own failedReason for a job without a possible site (code 71101; JobFactory.commit).
+    assert all("createfailed: No sites are available to submit the job" in (j.get("error_diag") or json.dumps(j)) for j in jobs)
     listed = cli.json("jobs", "list", "--task", str(task_id), "--status", "failed", db=store)
     assert len(listed) == 3
     # As WMCore's ErrorHandler retries createfailed jobs (createcooloff) until the retries are used up:
@@ -373,3 +374,21 @@ def test_include_parents_over_files_without_parents_leaves_the_task_pending_with
     assert _generate(cli, store)["counts"]["jobs"] == 0
     task = cli.json("task", "show", str(task_id), db=store)
     assert task["status"] == "pending" and "no input file has parents" in task["error_dialog"]
+
+
+@pytest.mark.parametrize("algorithm", ["Harvest", "WMBSMergeBySize", "MinFileBased"])
+def test_the_algorithm_sees_all_the_released_input_whatever_the_pass_size(cli, store, tmp_path, algorithm):
+    # generate.n_files caps JEDI's chunks; a WMCore algorithm gets the whole input (WMCore's JobFactory hands
+    # the whole available fileset to its splitter), or Harvest would make its end-of-run job over a part.
+    files = MERGE_FILES if algorithm == "WMBSMergeBySize" else FILES
+    _setup(cli, store, tmp_path, _catalog(files))
+    task_id = _submit(cli, store, _spec(algorithm, **PARAMS.get(algorithm, {})))
+    cli("refine", db=store)
+    cli("feed", db=store, env=RESCAN)
+    cli("broker", "--seed", "1", db=store)
+    cli("generate", "--seed", "1", db=store, env={"JEDICTL_GENERATE__N_FILES": "2"})
+    fileset = Fileset(tuple(wm_file(f["lfn"], f["size"], f["events"], ("SITE",), {f["run"]: f["lumi_blocks"]}, parents=tuple(f.get("parents", ())))
+                            for f in files))
+    planned = split_fileset(algorithm, fileset, PARAMS.get(algorithm, {}))
+    jobs = _jobs(cli, store, task_id)
+    assert sorted(tuple(sorted(set(_inputs(j)))) for j in jobs) == sorted(tuple(sorted(set(p.files))) for p in planned)

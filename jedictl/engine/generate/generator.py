@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+import sys
 from datetime import datetime, timedelta
 from typing import Any, Callable
 
@@ -187,6 +188,12 @@ class TaskGenerator:
             self.context = TaskContext.load(conn, self.task_id, self.settings)
         self.status_now = self.context.status  # as this pass last wrote or read it
         made, files_left = 0, self.settings.generate.n_files
+        # A WMCore algorithm sees all the released input at once, as WMCore's JobFactory hands a subscription's
+        # whole available fileset to its splitter: a part would make Harvest's end-of-run job and the merges'
+        # forced merges on a closed input too early.
+        whole_input = self.context.splitting is not None
+        if whole_input:
+            files_left = sys.maxsize
         merge_note = None
         if self.context.merge:
             made, merge_note = self._merges(max_jobs)
@@ -196,7 +203,8 @@ class TaskGenerator:
             while files_left > 0 and (max_jobs is None or made < max_jobs):
                 with self.store.begin() as conn:
                     self._renew(conn)
-                    count, taken = self._chunk(conn, min(files_left, self.settings.generate.batch_size), None if max_jobs is None else max_jobs - made)
+                    count, taken = self._chunk(conn, files_left if whole_input else min(files_left, self.settings.generate.batch_size),
+                                               None if max_jobs is None else max_jobs - made)
                     if count:
                         self._started(conn, count)
                 if taken == 0:
@@ -303,7 +311,11 @@ class TaskGenerator:
         if ctx.splitting is not None:  # a WMCore algorithm cuts the jobs (engine.generate.wmcore_tasks)
             transfers_of = lambda: input_transfers(brokerage, brokerage_input, master_lfns, read_by_jobs, self.sites,  # noqa: E731
                                                    self.catalog.endpoints)
-            return self._wmcore_chunk(conn, ctx, claimed, all_claimed, brokerage.candidates, builder, by_id, transfers_of)
+            # The algorithm sees the input as final only when the dataset is closed AND this chunk holds all of
+            # its released records: a chunk cut at n_files is a part, on which Harvest would make its end-of-run
+            # job and the merges would force undersized merges.
+            whole = len(all_claimed) < n_files
+            return self._wmcore_chunk(conn, ctx, claimed, all_claimed, brokerage.candidates, builder, by_id, transfers_of, whole)
         plan, excluded, refused, full = self._split(chunk, brokerage.candidates, max_jobs,
                                                     lambda site, sub: builder.refusal(site, sub, by_id))
         if not plan:
@@ -333,10 +345,10 @@ class TaskGenerator:
         return len(plan), max(used_masters, 1)
 
     def _wmcore_chunk(self, conn: Any, ctx: TaskContext, claimed: list[Any], all_claimed: list[Any], candidates: Any,
-                      builder: JobBuilder, by_id: dict[int, Any], transfers_of: Callable[[], Any]) -> tuple[int, int]:
+                      builder: JobBuilder, by_id: dict[int, Any], transfers_of: Callable[[], Any], whole: bool) -> tuple[int, int]:
         """The chunk split by the task's WMCore algorithm: planned jobs written with their masks, parents
         and created-failed jobs; records the algorithm left (waiting for more work) stay ready."""
-        wm = wmcore_tasks.plan_jobs(conn, ctx, claimed, candidates, self.sites, self.rng, self.now)
+        wm = wmcore_tasks.plan_jobs(conn, ctx, claimed, candidates, self.sites, self.rng, self.now, whole)
         used: frozenset[int] = frozenset()
         if wm.plan:
             written = builder.write(conn, wm.plan, by_id, {}, set(), transfers_of(), references=wm.references)

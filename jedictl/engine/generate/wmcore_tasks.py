@@ -67,7 +67,7 @@ class WMCorePlan:
     parents: list[tuple[str, ...]]  # per plan entry: the parent LFNs attached (include_parents)
 
 
-def fileset_of(conn: Any, ctx: Any, claimed: Sequence[Any], site_names: Sequence[str]) -> Fileset:
+def fileset_of(conn: Any, ctx: Any, claimed: Sequence[Any], site_names: Sequence[str], whole: bool = True) -> Fileset:
     """The chunk's records as WMCore's fileset, each file with its parents from the catalog."""
     names = {d.id: d for d in ctx.masters}
     details: dict[tuple[int, str], Any] = {}
@@ -88,7 +88,8 @@ def fileset_of(conn: Any, ctx: Any, claimed: Sequence[Any], site_names: Sequence
         runs = ((int(run), tuple(sorted(set(lumis)))),) if run is not None and lumis else ()
         files.append(WMFile(lfn=row[1], size=row[2] or 0, events=events, locations=locations, runs=runs, first_event=first,
                             insert_time=created.timestamp() if created is not None else None, parents=tuple(file_parents)))
-    closed = all(d.state == DatasetState.CLOSED.value for d in names.values())
+    # Closed for the algorithm: the datasets are closed and `claimed` is all that is left of them (`whole`).
+    closed = whole and all(d.state == DatasetState.CLOSED.value for d in names.values())
     return Fileset(tuple(files), closed)
 
 
@@ -102,10 +103,10 @@ def harvest_state(conn: Any, task_id: int, splitting: Splitting) -> dict[str, An
 
 
 def plan_jobs(conn: Any, ctx: Any, claimed: Sequence[Any], candidates: Sequence[Any], sites: dict[str, Any], rng: random.Random,
-              now: datetime) -> WMCorePlan:
+              now: datetime, whole: bool = True) -> WMCorePlan:
     splitting: Splitting = ctx.splitting
     names = [c.site for c in candidates]
-    fileset = fileset_of(conn, ctx, claimed, names)
+    fileset = fileset_of(conn, ctx, claimed, names, whole)
     params = dict(splitting.params)
     if splitting.algorithm == "Harvest":
         params.update(harvest_state(conn, ctx.task.id, splitting))
