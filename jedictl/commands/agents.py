@@ -44,8 +44,8 @@ def add(
     check_choice(state, AGENT_SITE_STATES, "--state", "a site state")
     if no_owner_cap and max_jobs_per_owner is not None:
         raise BadInput("give --max-jobs-per-owner or --no-owner-cap, not both")
-    if (pending is not None or running is not None or state is not None) and not site:
-        raise BadInput("--pending-threshold, --running-threshold and --state are per site: give --site")
+    if (pending is not None or running is not None or state is not None or job_type != "managed") and not site:
+        raise BadInput("--job-type, --pending-threshold, --running-threshold and --state are per site: give --site")
     from jedictl.store import workqueue as wq
 
     now = app_ctx.clock.now()

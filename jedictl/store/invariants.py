@@ -650,7 +650,7 @@ def workqueue_elements_follow_their_agents(conn: Connection) -> list[str]:
     served = exists().where(agent_sites.c.agent == e.agent, agent_sites.c.site == jobs.c.site)
     elsewhere = conn.execute(select(e.id, e.agent, jobs.c.id.label("job_id"), jobs.c.site)
                              .join(files, files.c.dataset_id == e.dataset_id).join(jobs, jobs.c.id == files.c.job_id)
-                             .where(e.agent.is_not(None), ~served).order_by(e.id, jobs.c.id).limit(100))
+                             .where(e.status.in_(ELEMENT_HELD), ~served).order_by(e.id, jobs.c.id).limit(100))
     problems += [f"work-queue element {r.id}: job {r.job_id} of its block runs at {r.site}, which its agent {r.agent} does not serve"
                  for r in elsewhere]
     waiting = conn.execute(select(e.id, func.count(files.c.id)).join(files, files.c.dataset_id == e.dataset_id)

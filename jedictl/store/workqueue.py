@@ -308,10 +308,11 @@ def end_element(conn: Connection, element_id: int, from_status: str, to_status: 
     return True
 
 
-def set_locations(conn: Connection, element_id: int, possible: list[str], now: datetime) -> bool:
-    """Refresh an Available element's possible sites (guarded: only while it is Available)."""
+def set_locations(conn: Connection, element_id: int, possible: list[str], reason: str | None, now: datetime) -> bool:
+    """Refresh an Available element's possible sites and the reason it shows with them (guarded: only while
+    it is Available)."""
     return bool(conn.execute(update(workqueue_elements).where(E.id == element_id, E.status == AVAILABLE)
-                             .values(possible_sites=possible, locations_at=now)).rowcount)
+                             .values(possible_sites=possible, reason=reason, locations_at=now)).rowcount)
 
 
 def elements_for_locations(conn: Connection, task_id: int | None = None) -> list[Row]:

@@ -267,10 +267,48 @@ def test_check_catches_elements_that_disagree_with_their_agent_or_jobs(cli, stor
 
     def more(conn):
         conn.execute(update(wqe).where(wqe.c.id.in_((2, 3))).values(status="Available", agent=None))
-        conn.execute(update(wqe).where(wqe.c.id == 1).values(status="Done", agent="agentB"))  # jobs at SITE_A, agentB serves SITE_B
+        conn.execute(update(wqe).where(wqe.c.id == 1).values(status="Running", agent="agentB"))  # jobs at SITE_A, agentB serves SITE_B
 
     run_sql(store, more)
     messages = [v["message"] for v in json.loads(cli("check", "-o", "json", db=store, code=1).stdout)["violations"]
                 if v["check"] == "workqueue_elements_follow_their_agents"]
-    assert messages[:1] == ["work-queue element 1: job 1 of its block runs at SITE_A, which its agent agentB does not serve"]
-    assert messages[-1] == "work-queue element 1 is Done but 6 records of its block are still to process"
+    assert "work-queue element 1: job 1 of its block runs at SITE_A, which its agent agentB does not serve" in messages
+
+    def done(conn):
+        conn.execute(update(wqe).where(wqe.c.id == 1).values(status="Done", agent="agentA"))
+
+    run_sql(store, done)
+    messages = [v["message"] for v in json.loads(cli("check", "-o", "json", db=store, code=1).stdout)["violations"]
+                if v["check"] == "workqueue_elements_follow_their_agents"]
+    assert messages == ["work-queue element 1 is Done but 6 records of its block are still to process"]
+
+
+def test_an_element_that_gets_sites_from_the_location_update_drops_its_no_location_reason(cli, store, tmp_path):
+    grid(cli, store, tmp_path, catalog(last_at=()))
+    submit(cli, store)
+    assert elements(cli, store)[4]["reason"] == "its data is at no site the task may use: waiting for the location update"
+    more = catalog()
+    cli("data", "import", write(tmp_path, "more.yaml", {"datasets": [{**more["datasets"][3], "files": []}]}), db=store)
+    cli("workqueue", "update-locations", db=store)
+    element = elements(cli, store)[4]
+    assert element["possible_sites"] == ["SITE_C"] and element["reason"] is None
+
+
+def test_the_jobs_of_an_ended_element_are_not_checked_against_a_removed_agents_sites(cli, store, tmp_path):
+    from sqlalchemy import delete, update
+
+    from jedictl.store.schema import agent_sites
+    from jedictl.store.schema import workqueue_elements as wqe
+
+    # `agents remove` is allowed once the agent holds nothing; its agent_sites go with it (cascade), and the
+    # jobs of its Done blocks must not then read as running where no agent serves.
+    grid(cli, store, tmp_path)
+    submit(cli, store)
+    agent(cli, store, "agentA", "SITE_A", pending=3)
+    acquire(cli, store, "agentA")
+    assert _generate(cli, store) == 3
+    run_sql(store, lambda conn: conn.execute(update(wqe).where(wqe.c.id == 1).values(status="Done")))
+    run_sql(store, lambda conn: conn.execute(delete(agent_sites).where(agent_sites.c.agent == "agentA")))
+    messages = [v["message"] for v in json.loads(cli("check", "-o", "json", db=store, code=None).stdout)["violations"]
+                if v["check"] == "workqueue_elements_follow_their_agents"]
+    assert not any("does not serve" in m for m in messages)

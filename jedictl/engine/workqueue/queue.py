@@ -35,6 +35,9 @@ def _locations(conn: Any, options: Any, block: str, pileups: Sequence[str]) -> t
     return possible_sites(found.get(block, ()), [found.get(name, set()) for name in pileups],
                           tuple(options.included_sites or ()), tuple(options.excluded_sites or ()))
 
+#: The reason an element without a possible site shows until a location update finds one.
+NO_LOCATION = "its data is at no site the task may use: waiting for the location update"
+
 
 def create_elements(conn: Any, task_id: int, owner: str, now: datetime) -> list[dict[str, Any]]:
     """One Available element per fed master input dataset of the task that has none yet: a dataset of an
@@ -64,7 +67,7 @@ def create_elements(conn: Any, task_id: int, owner: str, now: datetime) -> list[
         sites = _locations(conn, options, block.name, pileups)
         rows.append({"task_id": task_id, "dataset_id": block.id, "block": block.name, "n_files": n_files,
                      "n_jobs": estimate_jobs(n_files, options.n_files_per_job), "possible_sites": list(sites), "agent": None, "site": None,
-                     "reason": None if sites else "its data is at no site the task may use: waiting for the location update"})
+                     "reason": None if sites else NO_LOCATION})
         report.append({"task_id": task_id, "block": block.name, "action": "created"})
     ids = iter(wq.insert_elements(conn, rows, owner, now))
     for line in report:
@@ -86,7 +89,7 @@ def update_locations(store: Any, owner: str, now: datetime, task_id: int | None 
             before = list(row.possible_sites or ())
             if sites == before:
                 report.add("unchanged", element=row.id, task_id=row.task_id, sites=sites)
-            elif wq.set_locations(conn, row.id, sites, now):
+            elif wq.set_locations(conn, row.id, sites, None if sites else NO_LOCATION, now):
                 report.add("updated", element=row.id, task_id=row.task_id, sites=sites, before=before)
             else:
                 report.add("skipped", element=row.id, task_id=row.task_id, reason="no longer Available")
