@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from jedictl.engine.input import fields
-from jedictl.engine.task.definition import BuildDef
+from jedictl.engine.task.definition import BuildDef, check_fixed_placeholders
 from jedictl.errors import BadInput
 from jedictl.model import JobStatus, TaskStatus
 
@@ -69,9 +69,7 @@ def spec_keys() -> Mapping[str, str]:
 
 
 def _checked(build: BuildDef, path: str) -> BuildDef:
-    for body in _BRACED.findall(build.job_parameters):
-        if body not in BUILD_PLACEHOLDERS:
-            raise BadInput(f"placeholder ${{{body}}} is not one a build job fills ({', '.join('${' + p + '}' for p in BUILD_PLACEHOLDERS)})", path)
+    check_fixed_placeholders(build.job_parameters, BUILD_PLACEHOLDERS, "build", path)
     if "${IN}" in build.job_parameters and not build.archive:
         raise BadInput("uses ${IN} but names no source archive", path)
     return build

@@ -257,6 +257,14 @@ def _body_names(body: str) -> list[str]:
     return [part.strip() for part in re.split(r"[,:]", head) if part.strip()]
 
 
+def check_fixed_placeholders(template: str, allowed: Iterable[str], kind: str, path: str) -> None:
+    """Every placeholder of a job whose values are a fixed set (a build or preprocess job) is one of them."""
+    allowed = tuple(allowed)
+    for body in _BRACED.findall(template):
+        if body not in allowed:
+            raise BadInput(f"placeholder ${{{body}}} is not one a {kind} job fills ({', '.join('${' + p + '}' for p in allowed)})", path)
+
+
 def check_placeholders(template: str, streams: Iterable[str], path: str, strict: bool) -> None:
     """Every stream-like placeholder must name a defined stream; with `strict`, every placeholder. A
     placeholder naming only known things must also be renderable: its slice, decorators and /M

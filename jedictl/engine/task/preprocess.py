@@ -12,11 +12,10 @@ attempts are used the task is broken.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from jedictl.engine.input import fields
-from jedictl.engine.task.definition import PreprocessDef
+from jedictl.engine.task.definition import PreprocessDef, check_fixed_placeholders
 from jedictl.errors import BadInput
 from jedictl.model import DatasetStatus, TaskStatus
 
@@ -26,7 +25,6 @@ PSEUDO_LFN = "pseudo_lfn"
 PREPROCESS_PLACEHOLDERS = ("SURL", "JEDITASKID", "PANDAID")
 #: Task statuses of a task waiting for its preprocess job.
 WAITING = (TaskStatus.TOPREPROCESS.value, TaskStatus.PREPROCESSING.value)
-_BRACED = re.compile(r"\$\{([^}]*)\}")
 _SPEC_KEYS = {"transformation": "program of the preprocess job (default: the task's)",
               "command": "job-parameter template of the preprocess job: ${SURL}, ${JEDITASKID}, ${PANDAID} (required)"}
 
@@ -58,10 +56,7 @@ def spec_keys() -> dict[str, str]:
 
 
 def _checked(preprocess: PreprocessDef, path: str) -> PreprocessDef:
-    for body in _BRACED.findall(preprocess.job_parameters):
-        if body not in PREPROCESS_PLACEHOLDERS:
-            raise BadInput(f"placeholder ${{{body}}} is not one a preprocess job fills "
-                           f"({', '.join('${' + p + '}' for p in PREPROCESS_PLACEHOLDERS)})", path)
+    check_fixed_placeholders(preprocess.job_parameters, PREPROCESS_PLACEHOLDERS, "preprocess", path)
     return preprocess
 
 
