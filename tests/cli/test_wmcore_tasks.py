@@ -253,6 +253,7 @@ def test_without_include_parents_no_parent_is_attached(cli, store, tmp_path):
     ({"algorithm": "jedi"}, "splitting.algorithm: JEDI's rules split a task by default"),
     ({"lumis_per_job": 2}, "splitting.algorithm: must name a WMCore algorithm"),
     ({"algorithm": "Harvest", "jobs_running": True}, "splitting.jobs_running: is read from the task's jobs by the generator"),
+    ({"algorithm": "WMBSMergeBySize", "unfinished_parents": ["p"]}, "splitting.unfinished_parents: is for `jedictl split` only"),
     ("LumiBased", "splitting: must be a mapping"),
 ])
 def test_a_bad_splitting_block_is_refused_at_submit_with_the_store_unchanged(cli, store, tmp_path, splitting, message):

@@ -18,6 +18,9 @@ from jedictl.errors import BadInput
 
 #: Parameters of WMCore's Harvest that the generator supplies from the store (its jobs), not the author.
 GENERATOR_STATE = ("last_job_time", "jobs_running", "sibling_complete")
+#: Parameters only the preview takes: WMBSMergeBySize's `unfinished_parents` stands for WMCore's look-up of
+#: the parents' jobs, and a real task's inputs are registered outputs, whose producing jobs have ended.
+PREVIEW_ONLY = ("unfinished_parents",)
 #: JEDI's per-job splitting options: a WMCore-split task's jobs are cut by its algorithm alone.
 JEDI_SPLIT_OPTIONS = ("n_files_per_job", "n_events_per_job", "tgt_num_events_per_job", "n_gb_per_job", "n_max_files_per_job",
                       "max_events_per_job", "respect_lb", "order_by_lb", "max_walltime_hours", "skip_short_output", "order_input_by",
@@ -48,6 +51,8 @@ def parse_splitting(raw: Any, path: str = "splitting") -> SplittingDef:
     for key in params:
         if key in GENERATOR_STATE:
             raise BadInput("is read from the task's jobs by the generator, not given in the spec", f"{path}.{key}")
+        if key in PREVIEW_ONLY:
+            raise BadInput("is for `jedictl split` only: a real task's inputs are outputs whose jobs have ended", f"{path}.{key}")
     check_params(name, params, path)
     return SplittingDef(name, params)
 
