@@ -48,6 +48,8 @@ def run_passes(app: AppContext, run_once: Callable[[], Any], loop: float | None)
                     ending_leases(app.store(), app.owner, None)  # the pass failed as a whole: still let go
                     raise
                 ending_leases(app.store(), app.owner, report)
+            if loop:
+                app.store().refresh_statistics()  # a loop's next pass plans on what this one wrote (store.statistics)
             errors += record_passes(app, [(report, time.monotonic() - started)])
             publish_events(app)
             if not loop:

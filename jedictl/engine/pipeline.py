@@ -100,4 +100,5 @@ def run_pipeline(store: Any, settings: Settings, owner: str, clock: Callable[[],
             report = PassReport(name)
             report.add_failure(exc)
         ending_leases(store, owner, report)  # no pass hands a lease to the next (nor to the next run)
+        store.refresh_statistics()  # the next agent plans its queries on what this one wrote (store.statistics)
         yield report, time.monotonic() - started

@@ -55,6 +55,8 @@ class Store:
     #: Status changes written through `begin()` also go to the outbox of task events (a broker is
     #: configured: docs/messages.md). A connection option, read by store.messages.queue_status_events.
     task_events: bool = False
+    #: Whether this process wrote through `begin()` since the last `refresh_statistics`.
+    wrote: bool = False
 
     @property
     def dialect(self) -> str:
@@ -66,6 +68,7 @@ class Store:
 
     @contextlib.contextmanager
     def begin(self) -> Iterator[Connection]:
+        self.wrote = True
         with self.engine.begin() as conn:
             if self.task_events:
                 conn.execution_options(**{TASK_EVENTS: True})
@@ -78,7 +81,18 @@ class Store:
             with conn.begin():
                 yield conn
 
+    def refresh_statistics(self) -> list[str]:
+        """After writes, ANALYZE the PostgreSQL tables they made stale (store.statistics); the tables."""
+        if not self.wrote or self.dialect != "postgresql":
+            return []
+        from jedictl.store.statistics import refresh
+
+        self.wrote = False
+        return refresh(self.engine)
+
     def close(self) -> None:
+        """Dispose of the engine; a store this process wrote gets its planner statistics first."""
+        self.refresh_statistics()
         self.engine.dispose()
 
 
