@@ -21,7 +21,7 @@ from jedictl.engine.brokerage.loading import chunk_of, load_catalog, load_site_l
 from jedictl.engine.catalogs.data import DataCatalog
 from jedictl.engine.brokerage.model import task_requirements_from_row
 from jedictl.engine.task.options import options_from_dict
-from jedictl.engine.brokerage.task_brokerage import TaskWork, choose_nucleus
+from jedictl.engine.brokerage.task_brokerage import RemainingWork, TaskWork, choose_nucleus
 from jedictl.errors import LeaseLost
 from jedictl.model import TaskStatus
 from jedictl.store import brokerage as brokerage_store
@@ -39,7 +39,8 @@ def broker_pass(store: Any, settings: Settings, owner: str, now: datetime, limit
     rng = random.Random(seed)
     factory = catalog_factory or StoreDataCatalog
     with store.read() as conn:
-        catalog, loads, works = load_catalog(conn), load_site_loads(conn), load_task_works(conn)
+        catalog, loads = load_catalog(conn), load_site_loads(conn)
+        works = RemainingWork(load_task_works(conn), settings.task_broker.default_cpu_time)
 
     def handle(task_id: int) -> tuple[str, str | None]:
         with store.begin() as conn:
@@ -50,7 +51,7 @@ def broker_pass(store: Any, settings: Settings, owner: str, now: datetime, limit
                        claim_batch=settings.task_broker.claim_batch)
 
 
-def _broker_one(conn: Any, task_id: int, catalog: Any, loads: Any, works: list[TaskWork], data: DataCatalog,
+def _broker_one(conn: Any, task_id: int, catalog: Any, loads: Any, works: RemainingWork, data: DataCatalog,
                 settings: Settings, owner: str, now: datetime, rng: random.Random) -> tuple[str, str | None]:
     task = task_store.get_task(conn, task_id)
     options = options_from_dict(task.options)
@@ -85,7 +86,7 @@ def _broker_one(conn: Any, task_id: int, catalog: Any, loads: Any, works: list[T
     if not moved:
         raise LeaseLost(f"task {task_id} changed while being brokered")
     master_events = sum(chunk.file_events)
-    works.append(TaskWork(task_id=task_id, nucleus=result.nucleus, status=TaskStatus.READY.value, priority=task.current_priority,
+    works.add(TaskWork(task_id=task_id, nucleus=result.nucleus, status=TaskStatus.READY.value, priority=task.current_priority,
                           n_events=master_events, n_events_used=0, cpu_time=task.cpu_time, cpu_time_unit=task.cpu_time_unit,
                           work_queue=task.work_queue))
     return "ready", f"nucleus {result.nucleus}"

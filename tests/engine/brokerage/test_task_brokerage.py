@@ -24,6 +24,8 @@ from jedictl.engine.brokerage.model import (
     chunk_input,
 )
 from jedictl.engine.brokerage.task_brokerage import (
+    ACTIVE_FOR_RW,
+    RemainingWork,
     TaskWork,
     choose_nucleus,
     nucleus_remaining_work,
@@ -219,3 +221,32 @@ def test_draws_repeat_with_a_seed_and_follow_the_weights():
         counts[choose_nucleus(TASK, ChunkInput(), catalog, (), loads, SETTINGS, BROKERAGE, rng).nucleus] += 1
     for name, weight in weights.items():
         assert counts[name] / 10_000 == pytest.approx(weight / total, abs=0.03)
+
+
+def test_remaining_work_kept_as_tasks_are_added_equals_the_sums_over_every_task():
+    """A broker pass adds each task it assigns to a RemainingWork instead of summing every active task
+    again per decision: its fullRW and prioRW equal nucleus_remaining_work over the same tasks."""
+    rng = random.Random(7)
+    tasks = [TaskWork(i, rng.choice(["CERN", "BNL", None]), rng.choice(["running", "ready", "done", "pending", "scouting"]),
+                      rng.choice([100, 400, 900, 1000]), rng.randrange(0, 5000), rng.randrange(0, 3000), rng.choice([None, 1.0, 250.0]),
+                      rng.choice([None, "HS06sPerEvent", "mHS06sPerEvent"]), work_queue=rng.choice([None, "mcore", "evgensimul"]))
+             for i in range(300)]
+    remaining = RemainingWork([], 300.0)
+    for count, work in enumerate(tasks, 1):
+        remaining.add(work)
+        if count % 50:
+            continue
+        seen = tasks[:count]
+        for priority in (None, 100, 500, 1000):
+            for queue in (None, "mcore", "evgensimul", "other"):
+                expected = {}
+                for work in seen:  # the definition, task by task
+                    if work.nucleus is None or work.status not in ACTIVE_FOR_RW or (priority is not None and work.priority < priority) \
+                            or (queue is not None and work.work_queue != queue):
+                        continue
+                    expected[work.nucleus] = expected.get(work.nucleus, 0.0) + remaining_work(
+                        work.n_events, work.n_events_used, work.cpu_time, work.cpu_time_unit, 300.0)
+                assert remaining.prio(priority, queue) == pytest.approx(expected)
+                assert nucleus_remaining_work(seen, 300.0, priority, queue) == pytest.approx(expected)
+                if priority is None and queue is None:
+                    assert remaining.full() == pytest.approx(expected)
