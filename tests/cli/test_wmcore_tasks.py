@@ -254,6 +254,11 @@ def test_without_include_parents_no_parent_is_attached(cli, store, tmp_path):
     ({"lumis_per_job": 2}, "splitting.algorithm: must name a WMCore algorithm"),
     ({"algorithm": "Harvest", "jobs_running": True}, "splitting.jobs_running: is read from the task's jobs by the generator"),
     ({"algorithm": "WMBSMergeBySize", "unfinished_parents": ["p"]}, "splitting.unfinished_parents: is for `jedictl split` only"),
+    ({"algorithm": "FileBased", "files_per_job": 2, "jobs_per_group": 3},
+     "splitting.jobs_per_group: is for `jedictl split` only (its `group` column): a task's jobs are not put in job groups"),
+    ({"algorithm": "MinFileBased", "jobs_per_group": 1}, "splitting.jobs_per_group: is for `jedictl split` only"),
+    ({"algorithm": "LumiBased", "jobs_per_group": 1},
+     "splitting.jobs_per_group: unknown parameter for LumiBased; only FileBased, MinFileBased take it"),
     ("LumiBased", "splitting: must be a mapping"),
 ])
 def test_a_bad_splitting_block_is_refused_at_submit_with_the_store_unchanged(cli, store, tmp_path, splitting, message):
