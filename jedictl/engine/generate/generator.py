@@ -315,7 +315,8 @@ class TaskGenerator:
             # its released records: a chunk cut at n_files is a part, on which Harvest would make its end-of-run
             # job and the merges would force undersized merges.
             whole = len(all_claimed) < n_files
-            return self._wmcore_chunk(conn, ctx, claimed, all_claimed, brokerage.candidates, builder, by_id, transfers_of, whole)
+            return self._wmcore_chunk(conn, ctx, claimed, all_claimed, brokerage.candidates, builder, by_id, transfers_of, whole,
+                                      max_jobs)
         plan, excluded, refused, full = self._split(chunk, brokerage.candidates, max_jobs,
                                                     lambda site, sub: builder.refusal(site, sub, by_id))
         if not plan:
@@ -345,10 +346,13 @@ class TaskGenerator:
         return len(plan), max(used_masters, 1)
 
     def _wmcore_chunk(self, conn: Any, ctx: TaskContext, claimed: list[Any], all_claimed: list[Any], candidates: Any,
-                      builder: JobBuilder, by_id: dict[int, Any], transfers_of: Callable[[], Any], whole: bool) -> tuple[int, int]:
+                      builder: JobBuilder, by_id: dict[int, Any], transfers_of: Callable[[], Any], whole: bool,
+                      max_jobs: int | None) -> tuple[int, int]:
         """The chunk split by the task's WMCore algorithm: planned jobs written with their masks, parents
-        and created-failed jobs; records the algorithm left (waiting for more work) stay ready."""
-        wm = wmcore_tasks.plan_jobs(conn, ctx, claimed, candidates, self.sites, self.rng, self.now, whole)
+        and created-failed jobs, as many as the throttle's budget lets through; records the algorithm left
+        (waiting for more work) or the budget cut off stay ready."""
+        wm = wmcore_tasks.within_budget(wmcore_tasks.plan_jobs(conn, ctx, claimed, candidates, self.sites, self.rng, self.now, whole),
+                                        max_jobs)
         used: frozenset[int] = frozenset()
         if wm.plan:
             written = builder.write(conn, wm.plan, by_id, {}, set(), transfers_of(), references=wm.references)
