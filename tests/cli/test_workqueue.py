@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from sqlalchemy import select
 
 from jedictl.store.invariants import check_all
@@ -312,3 +313,53 @@ def test_the_jobs_of_an_ended_element_are_not_checked_against_a_removed_agents_s
     messages = [v["message"] for v in json.loads(cli("check", "-o", "json", db=store, code=None).stdout)["violations"]
                 if v["check"] == "workqueue_elements_follow_their_agents"]
     assert not any("does not serve" in m for m in messages)
+
+
+# ------------------------------------------------------------------------- a block that cannot be claimed
+
+def _block_ids(store) -> dict[str, int]:
+    from jedictl.store.schema import datasets
+
+    return dict(run_sql(store, lambda conn: conn.execute(select(datasets.c.name, datasets.c.id).where(datasets.c.name.like("wq.blk%"))).all()))
+
+
+def test_a_block_whose_records_cannot_be_taken_leaves_the_task_s_next_released_block_to_generate(cli, store, tmp_path):
+    from sqlalchemy import update
+
+    grid(cli, store, tmp_path)
+    submit(cli, store)
+    agent(cli, store, "agentA", "SITE_A", pending=6)  # blocks 0 and 1 released at SITE_A
+    assert acquire(cli, store, "agentA")["counts"]["released"] == 2
+    blk0 = _block_ids(store)["wq.blk0"]
+    # Block 0's records may not be attempted by any job (no attempt left): no pass can take them.
+    run_sql(store, lambda conn: conn.execute(update(files).where(files.c.dataset_id == blk0).values(max_attempt=files.c.attempt_nr)))
+    assert _generate(cli, store) == 3
+    assert _jobs_by_block(store) == {"wq.blk1": {"SITE_A"}}
+    assert run_sql(store, check_all) == []
+
+
+@pytest.mark.parametrize("store_backend", [pytest.param("postgresql", marks=pytest.mark.postgres)])
+def test_a_block_another_transaction_holds_is_passed_over_on_postgresql(cli, store, tmp_path):
+    """PostgreSQL's claim skips the records another transaction has locked (SKIP LOCKED): the generator goes on to
+    the task's next released block, and takes the first block once it is free."""
+    from jedictl.store.database import create_store_engine
+
+    grid(cli, store, tmp_path)
+    submit(cli, store)
+    agent(cli, store, "agentA", "SITE_A", pending=6)
+    acquire(cli, store, "agentA")
+    blk0 = _block_ids(store)["wq.blk0"]
+    engine = create_store_engine(store)
+    try:
+        with engine.connect() as holder:
+            transaction = holder.begin()
+            held = holder.execute(select(files.c.id).where(files.c.dataset_id == blk0).with_for_update()).all()
+            assert len(held) == 6
+            assert _generate(cli, store) == 3
+            assert _jobs_by_block(store) == {"wq.blk1": {"SITE_A"}}
+            transaction.rollback()
+    finally:
+        engine.dispose()
+    assert _generate(cli, store) == 3
+    assert _jobs_by_block(store) == {"wq.blk0": {"SITE_A"}, "wq.blk1": {"SITE_A"}}
+    assert run_sql(store, check_all) == []
