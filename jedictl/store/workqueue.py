@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Row, and_, case, delete, func, insert, select, update
+from sqlalchemy import Connection, Row, and_, case, delete, exists, func, insert, select, update
 
 from jedictl.errors import BadInput, JedictlError, NotFound
 from jedictl.model import ELEMENT_ENDED, ELEMENT_HELD, SLOT_PENDING, SLOT_RUNNING, ElementStatus, FileStatus
@@ -326,6 +326,53 @@ def end_element(conn: Connection, element_id: int, from_status: str, to_status: 
         return False
     _history(conn, element_id, from_status, to_status, row.agent, owner, now)
     return True
+
+
+#: A block's records still to process: in no job yet, or in a live one (the check's "Done but ... to process").
+TO_PROCESS = (FileStatus.READY.value, FileStatus.PICKED.value, FileStatus.RUNNING.value)
+
+
+def _to_process() -> Any:
+    """The element's block has a tracked record to process (correlated with workqueue_elements)."""
+    return exists().where(files.c.dataset_id == E.dataset_id, files.c.keep_track.is_(True), files.c.status.in_(TO_PROCESS))
+
+
+def requeue_candidates(conn: Connection, task_id: int | None = None) -> list[Row]:
+    """Ended elements whose block has records to process again, of live tasks (or of one task):
+    (id, task_id, status, agent, n_to_process)."""
+    n = select(func.count()).where(files.c.dataset_id == E.dataset_id, files.c.keep_track.is_(True), files.c.status.in_(TO_PROCESS))
+    query = (select(E.id, E.task_id, E.status, E.agent, n.scalar_subquery().label("n_to_process"))
+             .join(tasks, tasks.c.id == E.task_id)
+             .where(E.status.in_(ENDED), tasks.c.status.notin_(_TASK_ENDED), _to_process()).order_by(E.id))
+    if task_id is not None:
+        query = query.where(E.task_id == task_id)
+    return list(conn.execute(query))
+
+
+def requeue_element(conn: Connection, element_id: int, from_status: str, reason: str, owner: str, now: datetime) -> bool:
+    """An ended element back in the global queue, Available with no agent and no site: ONE statement
+    guarded by the status it was read in and by its block having records to process. Its history row
+    names no agent: any agent may take it now."""
+    done = conn.execute(update(workqueue_elements).where(E.id == element_id, E.status == from_status, _to_process())
+                        .values(status=AVAILABLE, agent=None, site=None, reason=reason, modified_at=now)).rowcount
+    if done:
+        _history(conn, element_id, from_status, AVAILABLE, None, owner, now)
+    return bool(done)
+
+
+def requeue_ended(conn: Connection, owner: str, now: datetime, task_id: int | None = None) -> list[dict[str, Any]]:
+    """WMCore's ResubmitBlock: an ended element of a live task whose block has records to process again
+    (a retried task's failed records back to `ready`) goes back to the global queue -- Available, its
+    agent and site cleared, one guarded statement each -- so an agent's acquire takes it and `generate`
+    makes the jobs. In the caller's transaction: `task retry` and `incexec` call it with the records'
+    move, so `check` never sees a Done block with records to process; every acquire and location pass
+    calls it too, for records that came back any other way. A line per element re-queued."""
+    lines = []
+    for row in requeue_candidates(conn, task_id):
+        reason = f"back from {row.status}: {row.n_to_process} records of its block to process again"
+        if requeue_element(conn, row.id, row.status, reason, owner, now):
+            lines.append({"element": row.id, "task_id": row.task_id, "agent": row.agent, "reason": reason})
+    return lines
 
 
 def set_locations(conn: Connection, element_id: int, possible: list[str], reason: str | None, now: datetime) -> bool:
