@@ -478,3 +478,20 @@ def test_an_incexec_of_a_killed_task_puts_its_canceled_elements_back_in_the_glob
     assert acquire(cli, store, "agentA")["counts"]["released"] == 2
     assert _generate(cli, store) == 4  # both blocks' six records, three per job now
     assert run_sql(store, check_all) == []
+
+
+def test_a_resubmitted_job_puts_its_ended_element_back_in_the_global_queue_in_the_same_transaction(cli, store, tmp_path):
+    from tests.cli.test_jobs_report import _dispatch_all, _failed, _finished, _report
+
+    grid(cli, store, tmp_path, catalog(n_blocks=2, last_at=("SITE_A", "SITE_B")))
+    submit(cli, store, maxAttempt=1)
+    agent(cli, store, "agentA", "SITE_A", pending=6)
+    acquire(cli, store, "agentA")
+    assert _generate(cli, store) == 6
+    jobs_ = sorted(_dispatch_all(cli, store), key=lambda j: j["job_id"])
+    _report(cli, store, _failed(jobs_[0]), *[_finished(j) for j in jobs_[1:3]])  # block 0 ended, block 1 still running
+    acquire(cli, store, "agentA")
+    assert statuses(cli, store) == {1: ("Done", "agentA"), 2: ("Running", "agentA")}
+    cli("jobs", "resubmit", str(jobs_[0]["job_id"]), "--now", NOW, db=store)
+    assert statuses(cli, store) == {1: ("Available", None), 2: ("Running", "agentA")}
+    assert run_sql(store, check_all) == []
