@@ -9,7 +9,9 @@ import typer
 
 from jedictl.commands._common import context, read_source
 
-TABLE_COLUMNS = ["job", "n_files", "files", "events", "lumis", "locations", "status"]
+TABLE_COLUMNS = ["job", "group", "n_files", "files", "events", "lumis", "locations", "status"]
+#: JEDI has no job groups: its table leaves the column out.
+JEDI_COLUMNS = [column for column in TABLE_COLUMNS if column != "group"]
 
 
 def split(
@@ -25,14 +27,14 @@ def split(
 
     Prints one row per job; with `--output json` the contract of docs/splitting.md:
     {"jobs": [{"files", "first_event", "last_event", "lumis", "locations", "failed", "short",
-    "failed_reason", "failed_code", "parents"}]}. Jobs WMCore creates failed carry its reason and
-    error code. Nothing is stored; the store is never opened.
+    "failed_reason", "failed_code", "parents", "group"}]}. Jobs WMCore creates failed carry its reason and
+    error code; `group` is WMCore's job group (null for jedi). Nothing is stored; the store is never opened.
     """
     app = context(ctx)
     from jedictl.engine.input.documents import parse_json
     from jedictl.engine.generate.splitters.contract import job_rows, jobs_document, parse_fileset
     from jedictl.engine.generate.splitters.jedi_limits import SplitDefaults
-    from jedictl.engine.generate.splitters.registry import split_fileset
+    from jedictl.engine.generate.splitters.registry import JEDI, canonical_name, split_fileset
 
     params = _parse_params(param or [])
     text, name = read_source(source)
@@ -43,7 +45,7 @@ def split(
     if app.output in ("json", "yaml"):
         app.emit(jobs_document(jobs))
     else:
-        app.emit(job_rows(jobs), columns=TABLE_COLUMNS)
+        app.emit(job_rows(jobs), columns=JEDI_COLUMNS if canonical_name(algorithm) == JEDI else TABLE_COLUMNS)
     failed = sum(1 for job in jobs if job.failed)
     app.note(f"{len(jobs)} jobs from {len(fileset.files)} files" + (f", {failed} failed on creation" if failed else ""))
 

@@ -70,8 +70,8 @@ PASS_COUNTS: dict[str, tuple[str, ...]] = {
     "reassign": ("moved", "refused"),
     "events": ("applied", "duplicate", "refused"),
     "resubmit": ("resubmitted", "refused", "not_attempted"),
-    "acquire": ("acquired", "taken", "left", "released", "held", "done", "failed", "canceled", "error"),
-    "locations": ("updated", "unchanged", "skipped", "done", "failed", "canceled", "error"),
+    "acquire": ("acquired", "taken", "left", "released", "held", "done", "failed", "canceled", "requeued", "error"),
+    "locations": ("updated", "unchanged", "skipped", "done", "failed", "canceled", "requeued", "error"),
 }
 #: The outcomes that are failures (the command exits 1 when any is counted); "error" for the others.
 PASS_FAILURES: dict[str, tuple[str, ...]] = {"report": ("refused", "conflict"), "kill": ("refused",), "heartbeat": (),

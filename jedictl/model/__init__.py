@@ -168,7 +168,8 @@ class ElementStatus(StrEnum):
 
 #: Work-queue elements held by an agent: the element names its agent, which must exist.
 ELEMENT_HELD = (ElementStatus.NEGOTIATING.value, ElementStatus.ACQUIRED.value, ElementStatus.RUNNING.value)
-#: Ended: nothing moves an element out of them.
+#: Ended: only records of its block to process again (a retried task's) move an element out of them,
+#: back to Available (store.workqueue.requeue_element; WMCore's ResubmitBlock re-queues such work).
 ELEMENT_ENDED = (ElementStatus.DONE.value, ElementStatus.FAILED.value, ElementStatus.CANCELED.value)
 #: Not released to generate: its block has no job yet.
 ELEMENT_UNRELEASED = (ElementStatus.AVAILABLE.value, ElementStatus.NEGOTIATING.value, ElementStatus.ACQUIRED.value)

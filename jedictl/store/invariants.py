@@ -613,23 +613,35 @@ def preprocess_job_first(conn: Connection) -> list[str]:
 
 
 def workqueue_elements_follow_their_agents(conn: Connection) -> list[str]:
-    """The queue layers (docs/queue-layers.md): an element was taken from the global queue by one agent
-    only, the one it names; an element held (Negotiating, Acquired, Running) names an agent that exists,
-    an Available one none; and its status agrees with its jobs -- no record of a block not released yet
-    (Available, Negotiating, Acquired) is in a job, the jobs of a block run at sites its agent serves,
-    and no record of a Done block is still waiting or running."""
+    """The queue layers (docs/queue-layers.md): each time an element is in the global queue it is taken by
+    one agent only, the one it names; an element held (Negotiating, Acquired, Running) names an agent that
+    exists, an Available one none; and its status agrees with its jobs -- no record of a block not
+    released yet (Available, Negotiating, Acquired) is in a job, the jobs of a block run at sites its agent
+    serves, and no record of a Done block is still waiting or running. An element re-queued after it ended
+    (a retried task's) had jobs in its earlier rounds: for it, the rules on jobs hold for its live records'
+    jobs (picked or running), which are all of this round's."""
     from jedictl.model import ELEMENT_HELD, ELEMENT_UNRELEASED, ElementStatus
     from jedictl.store.schema import agent_sites, agents, workqueue_elements, workqueue_history
 
     e, h = workqueue_elements.c, workqueue_history.c
+    available = ElementStatus.AVAILABLE.value
     problems = []
-    takers = conn.execute(select(h.element_id, h.agent).where(h.to_status == ElementStatus.NEGOTIATING.value).distinct()
-                          .order_by(h.element_id, h.agent)).all()
-    by_element: dict[int, list[str]] = {}
-    for element_id, agent in takers:
-        by_element.setdefault(element_id, []).append(agent)
-    problems += [f"work-queue element {element_id} was taken from the global queue by agents {', '.join(names)}: one agent only"
-                 for element_id, names in by_element.items() if len(names) > 1]
+    # Rounds: an element's history split at each move to Available (its creation, then each re-queue).
+    history = conn.execute(select(h.element_id, h.to_status, h.agent)
+                           .where(h.to_status.in_((available, ElementStatus.NEGOTIATING.value))).order_by(h.element_id, h.id))
+    rounds: dict[int, list[list[str]]] = {}
+    for element_id, to_status, agent in history:
+        taken = rounds.setdefault(element_id, [[]])
+        if to_status == available:
+            if taken[-1]:
+                taken.append([])
+        elif agent not in taken[-1]:
+            taken[-1].append(agent)
+    by_element = {element_id: taken[-1] for element_id, taken in rounds.items()}  # the current round's takers
+    problems += [f"work-queue element {element_id} was taken from the global queue by agents {', '.join(sorted(names))}: one agent only"
+                 for element_id, taken in rounds.items() for names in taken if len(names) > 1]
+    requeued = exists().where(h.element_id == e.id, h.to_status == available, h.from_status.is_not(None))
+    this_round = or_(~requeued, files.c.status.in_((FileStatus.PICKED.value, FileStatus.RUNNING.value)))
     rows = conn.execute(select(e.id, e.status, e.agent, agents.c.name.label("found")).outerjoin(agents, agents.c.name == e.agent)
                         .where(or_(and_(e.status.in_(ELEMENT_HELD), agents.c.name.is_(None)),
                                    and_(e.status == ElementStatus.AVAILABLE.value, e.agent.is_not(None)))).order_by(e.id).limit(100))
@@ -643,14 +655,14 @@ def workqueue_elements_follow_their_agents(conn: Connection) -> list[str]:
                  if (names := by_element.get(element_id)) and len(names) == 1 and names[0] != agent]
     in_jobs = conn.execute(select(e.id, e.status, func.count(files.c.id), func.min(files.c.job_id))
                            .join(files, files.c.dataset_id == e.dataset_id)
-                           .where(e.status.in_(ELEMENT_UNRELEASED), files.c.job_id.is_not(None))
+                           .where(e.status.in_(ELEMENT_UNRELEASED), files.c.job_id.is_not(None), this_round)
                            .group_by(e.id, e.status).order_by(e.id).limit(100))
     problems += [f"work-queue element {element_id} is {status} yet {n} records of its block are in jobs (job {job} first): "
                  "only a released (Running) block gets jobs" for element_id, status, n, job in in_jobs]
     served = exists().where(agent_sites.c.agent == e.agent, agent_sites.c.site == jobs.c.site)
     elsewhere = conn.execute(select(e.id, e.agent, jobs.c.id.label("job_id"), jobs.c.site)
                              .join(files, files.c.dataset_id == e.dataset_id).join(jobs, jobs.c.id == files.c.job_id)
-                             .where(e.status.in_(ELEMENT_HELD), ~served).order_by(e.id, jobs.c.id).limit(100))
+                             .where(e.status.in_(ELEMENT_HELD), ~served, this_round).order_by(e.id, jobs.c.id).limit(100))
     problems += [f"work-queue element {r.id}: job {r.job_id} of its block runs at {r.site}, which its agent {r.agent} does not serve"
                  for r in elsewhere]
     waiting = conn.execute(select(e.id, func.count(files.c.id)).join(files, files.c.dataset_id == e.dataset_id)

@@ -6,6 +6,12 @@ The claim (`claim_element`) is one statement per element on both backends: the e
 MATERIALIZED CTE `... WHERE id = :id AND status = 'Available' FOR UPDATE SKIP LOCKED` and the UPDATE
 joins it with the same guard (PostgreSQL: a second agent skips the locked row and gets nothing; SQLite:
 BEGIN IMMEDIATE serialises the claimers and the guard refuses the second). `_claimable()` is that guard.
+
+An agent is removed only while it holds nothing, and an element is taken only for an agent that exists:
+both lock the agent's row first (`lock_agent`) -- a claim shares the lock (FOR KEY SHARE: concurrent
+claims of one agent do not wait for each other), a removal takes it alone (FOR UPDATE) -- so on PostgreSQL
+a removal waits for a claim in progress and then counts its element, and a claim waits for a removal in
+progress and then finds no agent. SQLite's BEGIN IMMEDIATE serialises them.
 """
 
 from __future__ import annotations
@@ -14,9 +20,9 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Row, and_, case, delete, func, insert, select, update
+from sqlalchemy import Connection, Row, and_, case, delete, exists, func, insert, select, update
 
-from jedictl.errors import BadInput, NotFound
+from jedictl.errors import BadInput, JedictlError, NotFound
 from jedictl.model import ELEMENT_ENDED, ELEMENT_HELD, SLOT_PENDING, SLOT_RUNNING, ElementStatus, FileStatus
 from jedictl.store.leases import claim_candidates
 from jedictl.store.schema import (
@@ -98,9 +104,19 @@ def agent_thresholds(conn: Connection, agent: str) -> list[Row]:
     return list(conn.execute(select(agent_sites).where(agent_sites.c.agent == agent).order_by(agent_sites.c.site, agent_sites.c.job_type)))
 
 
+def lock_agent(conn: Connection, name: str, exclusive: bool = False) -> bool:
+    """Lock the agent's row until the transaction ends (module docstring): shared for a claim, exclusive
+    for a removal. False when there is no such agent (any more)."""
+    query = select(agents.c.name).where(agents.c.name == name)
+    query = query.with_for_update() if exclusive else query.with_for_update(key_share=True)
+    return conn.execute(query).first() is not None
+
+
 def remove_agent(conn: Connection, name: str) -> None:
-    """Remove an agent and its thresholds; refused while it holds elements."""
-    get_agent(conn, name)
+    """Remove an agent and its thresholds; refused while it holds elements. The agent's row is locked
+    first, so a claim of it in progress has committed (or rolled back) before its elements are counted."""
+    if not lock_agent(conn, name, exclusive=True):
+        get_agent(conn, name)  # NotFound, with its message
     held = conn.execute(select(func.count()).select_from(workqueue_elements).where(E.agent == name, E.status.in_(HELD))).scalar_one()
     if held:
         raise BadInput(f"agent {name} holds {held} work-queue elements (Negotiating, Acquired or Running): they must end first")
@@ -256,7 +272,11 @@ def _history(conn: Connection, element_id: int, from_status: str | None, to_stat
 
 def claim_element(conn: Connection, element_id: int, agent: str, site: str, owner: str, now: datetime) -> bool:
     """Take one element from the global queue for `agent`, charged to `site`: ONE guarded statement
-    (module docstring). True when this agent got it; False when another agent has it or it moved on."""
+    (module docstring). True when this agent got it; False when another agent has it or it moved on.
+    JedictlError (the pass stops, exit 1) when the agent was removed meanwhile: the claim holds the
+    agent's row shared, so no removal can commit between this check and the claim (module docstring)."""
+    if not lock_agent(conn, agent):
+        raise JedictlError(f"agent {agent!r} was removed during the pass: it takes no element")
     candidates = claim_candidates(select(E.id).where(E.id == element_id, _claimable()))
     taken = conn.execute(update(workqueue_elements).where(E.id == candidates.c.id, _claimable())
                          .values(status=NEGOTIATING, agent=agent, site=site, reason=None, modified_at=now)
@@ -306,6 +326,53 @@ def end_element(conn: Connection, element_id: int, from_status: str, to_status: 
         return False
     _history(conn, element_id, from_status, to_status, row.agent, owner, now)
     return True
+
+
+#: A block's records still to process: in no job yet, or in a live one (the check's "Done but ... to process").
+TO_PROCESS = (FileStatus.READY.value, FileStatus.PICKED.value, FileStatus.RUNNING.value)
+
+
+def _to_process() -> Any:
+    """The element's block has a tracked record to process (correlated with workqueue_elements)."""
+    return exists().where(files.c.dataset_id == E.dataset_id, files.c.keep_track.is_(True), files.c.status.in_(TO_PROCESS))
+
+
+def requeue_candidates(conn: Connection, task_id: int | None = None) -> list[Row]:
+    """Ended elements whose block has records to process again, of live tasks (or of one task):
+    (id, task_id, status, agent, n_to_process)."""
+    n = select(func.count()).where(files.c.dataset_id == E.dataset_id, files.c.keep_track.is_(True), files.c.status.in_(TO_PROCESS))
+    query = (select(E.id, E.task_id, E.status, E.agent, n.scalar_subquery().label("n_to_process"))
+             .join(tasks, tasks.c.id == E.task_id)
+             .where(E.status.in_(ENDED), tasks.c.status.notin_(_TASK_ENDED), _to_process()).order_by(E.id))
+    if task_id is not None:
+        query = query.where(E.task_id == task_id)
+    return list(conn.execute(query))
+
+
+def requeue_element(conn: Connection, element_id: int, from_status: str, reason: str, owner: str, now: datetime) -> bool:
+    """An ended element back in the global queue, Available with no agent and no site: ONE statement
+    guarded by the status it was read in and by its block having records to process. Its history row
+    names no agent: any agent may take it now."""
+    done = conn.execute(update(workqueue_elements).where(E.id == element_id, E.status == from_status, _to_process())
+                        .values(status=AVAILABLE, agent=None, site=None, reason=reason, modified_at=now)).rowcount
+    if done:
+        _history(conn, element_id, from_status, AVAILABLE, None, owner, now)
+    return bool(done)
+
+
+def requeue_ended(conn: Connection, owner: str, now: datetime, task_id: int | None = None) -> list[dict[str, Any]]:
+    """WMCore's ResubmitBlock: an ended element of a live task whose block has records to process again
+    (a retried task's failed records back to `ready`) goes back to the global queue -- Available, its
+    agent and site cleared, one guarded statement each -- so an agent's acquire takes it and `generate`
+    makes the jobs. In the caller's transaction: `task retry` and `incexec` call it with the records'
+    move, so `check` never sees a Done block with records to process; every acquire and location pass
+    calls it too, for records that came back any other way. A line per element re-queued."""
+    lines = []
+    for row in requeue_candidates(conn, task_id):
+        reason = f"back from {row.status}: {row.n_to_process} records of its block to process again"
+        if requeue_element(conn, row.id, row.status, reason, owner, now):
+            lines.append({"element": row.id, "task_id": row.task_id, "agent": row.agent, "reason": reason})
+    return lines
 
 
 def set_locations(conn: Connection, element_id: int, possible: list[str], reason: str | None, now: datetime) -> bool:

@@ -34,20 +34,20 @@ def jobs(*args: str, document: object = FILESET) -> list[dict]:
 
 def test_event_based_contract():
     assert jobs("--algorithm", "EventBased", "--param", "events_per_job=100") == [
-        {"files": ["/store/a.root"], "first_event": 0, "last_event": 99, "lumis": None, "locations": ["T1_A"], "failed": False, "short": False, "failed_reason": None, "failed_code": None, "parents": []},
-        {"files": ["/store/a.root"], "first_event": 100, "last_event": 149, "lumis": None, "locations": ["T1_A"], "failed": False, "short": False, "failed_reason": None, "failed_code": None, "parents": []},
-        {"files": ["/store/b.root"], "first_event": 0, "last_event": 49, "lumis": None, "locations": ["T1_A"], "failed": False, "short": False, "failed_reason": None, "failed_code": None, "parents": []},
-        {"files": ["/store/c.root"], "first_event": 0, "last_event": None, "lumis": None, "locations": ["T2_B"], "failed": False, "short": False, "failed_reason": None, "failed_code": None, "parents": []},
+        {"files": ["/store/a.root"], "first_event": 0, "last_event": 99, "lumis": None, "locations": ["T1_A"], "failed": False, "short": False, "failed_reason": None, "failed_code": None, "parents": [], "group": 1},
+        {"files": ["/store/a.root"], "first_event": 100, "last_event": 149, "lumis": None, "locations": ["T1_A"], "failed": False, "short": False, "failed_reason": None, "failed_code": None, "parents": [], "group": 1},
+        {"files": ["/store/b.root"], "first_event": 0, "last_event": 49, "lumis": None, "locations": ["T1_A"], "failed": False, "short": False, "failed_reason": None, "failed_code": None, "parents": [], "group": 1},
+        {"files": ["/store/c.root"], "first_event": 0, "last_event": None, "lumis": None, "locations": ["T2_B"], "failed": False, "short": False, "failed_reason": None, "failed_code": None, "parents": [], "group": 2},
     ]
 
 
 def test_lumi_based_contract_and_failed_jobs():
     assert jobs("-a", "LumiBased", "-p", "lumis_per_job=2", "-p", "siteBlacklist=T2_B") == [
-        {"files": ["/store/a.root"], "first_event": None, "last_event": None, "lumis": {"1": [[1, 2]]}, "locations": ["T1_A"], "failed": False, "short": False, "failed_reason": None, "failed_code": None, "parents": []},
+        {"files": ["/store/a.root"], "first_event": None, "last_event": None, "lumis": {"1": [[1, 2]]}, "locations": ["T1_A"], "failed": False, "short": False, "failed_reason": None, "failed_code": None, "parents": [], "group": 1},
         {"files": ["/store/a.root", "/store/b.root"], "first_event": None, "last_event": None, "lumis": {"1": [[3, 3], [4, 4]]},
-         "locations": ["T1_A"], "failed": False, "short": False, "failed_reason": None, "failed_code": None, "parents": []},
-        {"files": ["/store/b.root"], "first_event": None, "last_event": None, "lumis": {"1": [[5, 5]]}, "locations": ["T1_A"], "failed": False, "short": False, "failed_reason": None, "failed_code": None, "parents": []},
-        {"files": ["/store/c.root"], "first_event": None, "last_event": None, "lumis": {"2": [[1, 1]]}, "locations": [], "failed": True, "short": False, "failed_reason": NO_SITE, "failed_code": 71101, "parents": []},
+         "locations": ["T1_A"], "failed": False, "short": False, "failed_reason": None, "failed_code": None, "parents": [], "group": 1},
+        {"files": ["/store/b.root"], "first_event": None, "last_event": None, "lumis": {"1": [[5, 5]]}, "locations": ["T1_A"], "failed": False, "short": False, "failed_reason": None, "failed_code": None, "parents": [], "group": 1},
+        {"files": ["/store/c.root"], "first_event": None, "last_event": None, "lumis": {"2": [[1, 1]]}, "locations": [], "failed": True, "short": False, "failed_reason": NO_SITE, "failed_code": 71101, "parents": [], "group": 2},
     ]
 
 
@@ -72,16 +72,31 @@ def test_open_fileset_waits_for_enough_work():
     open_set = dict(FILESET, closed=False)
     assert jobs("-a", "MinFileBased", "-p", "files_per_job=2", document=open_set) == [
         {"files": ["/store/a.root", "/store/b.root"], "first_event": None, "last_event": None, "lumis": None,
-         "locations": ["T1_A"], "failed": False, "short": False, "failed_reason": None, "failed_code": None, "parents": []}]
+         "locations": ["T1_A"], "failed": False, "short": False, "failed_reason": None, "failed_code": None, "parents": [], "group": 1}]
 
 
 def test_table_output_and_summary_on_stderr():
     result = run("-a", "FileBased", "-p", "files_per_job=2")
     lines = result.stdout.splitlines()
-    assert lines[0].split() == ["job", "n_files", "files", "events", "lumis", "locations", "status"]
-    assert lines[2].split() == ["1", "2", "/store/a.root,/store/b.root", "T1_A", "ok"]
+    assert lines[0].split() == ["job", "group", "n_files", "files", "events", "lumis", "locations", "status"]
+    assert lines[2].split() == ["1", "1", "2", "/store/a.root,/store/b.root", "T1_A", "ok"]
     assert result.stderr.strip() == "2 jobs from 3 files"
     assert run("-a", "FileBased", "-q").stderr == ""
+
+
+def test_jobs_per_group_starts_a_new_job_group_as_wmcore_does():
+    """WMCore's FileBased/MinFileBased open a job group per location set and, with jobs_per_group, a new one
+    once a group holds more than jobs_per_group jobs (`>`: groups of jobs_per_group + 1)."""
+    files = {"closed": True, "files": [{"lfn": f"/store/{i}.root", "locations": ["T1_A" if i < 7 else "T2_B"]} for i in range(9)]}
+    for algorithm in ("FileBased", "MinFileBased"):
+        assert [job["group"] for job in jobs("-a", algorithm, "-p", "files_per_job=1", document=files)] == [1] * 7 + [2] * 2
+        assert [job["group"] for job in jobs("-a", algorithm, "-p", "files_per_job=1", "-p", "jobs_per_group=2", document=files)] == [
+            1, 1, 1, 2, 2, 2, 3, 4, 4]  # the T2_B location set starts group 4
+        table = run("-a", algorithm, "-p", "files_per_job=3", "-p", "jobs_per_group=1", document=files).stdout.splitlines()
+        assert [line.split()[:2] for line in table[2:]] == [["1", "1"], ["2", "1"], ["3", "2"], ["4", "3"]]
+    assert {job["group"] for job in jobs("-a", "jedi", "-p", "nFilesPerJob=1", document=files)} == {None}
+    assert "--param jobs_per_group: must be at least 0" in run("-a", "FileBased", "-p", "jobs_per_group=-1", document=files,
+                                                                   code=2).stderr
 
 
 PARENTED = {"closed": False, "files": [
@@ -113,7 +128,8 @@ def test_include_parents_and_unknown_events():
 
 def test_yaml_and_tsv():
     assert run("-a", "FileBased", "-o", "yaml").stdout.startswith("jobs:\n- files:\n")
-    assert run("-a", "FileBased", "-o", "tsv").stdout.splitlines()[0].split("\t")[:3] == ["job", "n_files", "files"]
+    assert run("-a", "FileBased", "-o", "tsv").stdout.splitlines()[0].split("\t")[:3] == ["job", "group", "n_files"]
+    assert run("-a", "jedi", "-o", "tsv").stdout.splitlines()[0].split("\t")[:3] == ["job", "n_files", "files"]  # JEDI: no groups
 
 
 def test_needs_no_store():

@@ -208,6 +208,39 @@ def test_an_open_fileset_waits_across_passes_and_never_takes_a_file_twice(cli, s
     assert sorted(taken) == [f["lfn"] for f in FILES] and len(taken) == len(set(taken))
 
 
+#: The throttle's bunch held at 4 jobs: a queue lacking jobs gets a budget of 4 / 2 = 2 jobs per pass.
+SMALL_BUDGET = {"JEDICTL_THROTTLE__BUNCH_MIN": "4", "JEDICTL_THROTTLE__BUNCH_MAX": "4"}
+
+
+@pytest.mark.parametrize("algorithm,params,per_pass", [
+    ("FileBased", {"files_per_job": 1}, [2, 2, 1]),
+    # Jobs 1-3 share raw.001 (lumis 1-2 | 3) and raw.002 (4 | 5): a cut inside them would leave raw.001's
+    # lumi 3 unmade, so the first pass makes the three, past the budget; then 2 and 1 as the budget allows.
+    ("LumiBased", {"lumis_per_job": 2}, [3, 2, 1]),
+])
+def test_the_throttle_budget_bounds_a_wmcore_plan_and_the_rest_waits_for_the_next_pass(cli, store, tmp_path, algorithm, params,
+                                                                                         per_pass):
+    _setup(cli, store, tmp_path)
+    task_id = _submit(cli, store, _spec(algorithm, **params))
+    cli("refine", db=store)
+    cli("feed", db=store)
+    cli("broker", "--seed", "1", db=store)
+    made = []
+    for _ in range(len(per_pass) + 1):
+        report = cli.json("generate", "--seed", "1", db=store, env=SMALL_BUDGET)
+        made.append(report["counts"]["jobs"])
+        assert run_sql(store, check_all) == []
+    assert made == [*per_pass, 0]
+    jobs = _jobs(cli, store, task_id)
+    assert sorted({lfn for j in jobs for lfn in _inputs(j)}) == [f["lfn"] for f in FILES]
+    if algorithm == "LumiBased":
+        # Every lumi of every file is in exactly one job's mask, as in the unthrottled plan of the whole input.
+        masks = run_sql(store, lambda conn: conn.execute(select(job_masks.c.lumis).where(job_masks.c.task_id == task_id)).scalars().all())
+        lumis = sorted((int(run), lumi) for mask in masks for run, ranges in mask.items() for first, last in ranges
+                       for lumi in range(first, last + 1))
+        assert lumis == sorted((f["run"], lumi) for f in FILES for lumi in f["lumi_blocks"])
+
+
 def test_harvest_keeps_its_state_between_passes(cli, store, tmp_path):
     _setup(cli, store, tmp_path, _catalog(FILES[:2], state="open"))
     task_id = _submit(cli, store, _spec("Harvest", periodic_harvest_interval=3600))
@@ -254,6 +287,11 @@ def test_without_include_parents_no_parent_is_attached(cli, store, tmp_path):
     ({"lumis_per_job": 2}, "splitting.algorithm: must name a WMCore algorithm"),
     ({"algorithm": "Harvest", "jobs_running": True}, "splitting.jobs_running: is read from the task's jobs by the generator"),
     ({"algorithm": "WMBSMergeBySize", "unfinished_parents": ["p"]}, "splitting.unfinished_parents: is for `jedictl split` only"),
+    ({"algorithm": "FileBased", "files_per_job": 2, "jobs_per_group": 3},
+     "splitting.jobs_per_group: is for `jedictl split` only (its `group` column): a task's jobs are not put in job groups"),
+    ({"algorithm": "MinFileBased", "jobs_per_group": 1}, "splitting.jobs_per_group: is for `jedictl split` only"),
+    ({"algorithm": "LumiBased", "jobs_per_group": 1},
+     "splitting.jobs_per_group: unknown parameter for LumiBased; only FileBased, MinFileBased take it"),
     ("LumiBased", "splitting: must be a mapping"),
 ])
 def test_a_bad_splitting_block_is_refused_at_submit_with_the_store_unchanged(cli, store, tmp_path, splitting, message):

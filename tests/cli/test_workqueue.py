@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from sqlalchemy import select
 
 from jedictl.store.invariants import check_all
@@ -312,3 +313,185 @@ def test_the_jobs_of_an_ended_element_are_not_checked_against_a_removed_agents_s
     messages = [v["message"] for v in json.loads(cli("check", "-o", "json", db=store, code=None).stdout)["violations"]
                 if v["check"] == "workqueue_elements_follow_their_agents"]
     assert not any("does not serve" in m for m in messages)
+
+
+# ------------------------------------------------------------------------- a block that cannot be claimed
+
+def _block_ids(store) -> dict[str, int]:
+    from jedictl.store.schema import datasets
+
+    return dict(run_sql(store, lambda conn: conn.execute(select(datasets.c.name, datasets.c.id).where(datasets.c.name.like("wq.blk%"))).all()))
+
+
+def test_a_block_whose_records_cannot_be_taken_leaves_the_task_s_next_released_block_to_generate(cli, store, tmp_path):
+    from sqlalchemy import update
+
+    grid(cli, store, tmp_path)
+    submit(cli, store)
+    agent(cli, store, "agentA", "SITE_A", pending=6)  # blocks 0 and 1 released at SITE_A
+    assert acquire(cli, store, "agentA")["counts"]["released"] == 2
+    blk0 = _block_ids(store)["wq.blk0"]
+    # Block 0's records may not be attempted by any job (no attempt left): no pass can take them.
+    run_sql(store, lambda conn: conn.execute(update(files).where(files.c.dataset_id == blk0).values(max_attempt=files.c.attempt_nr)))
+    assert _generate(cli, store) == 3
+    assert _jobs_by_block(store) == {"wq.blk1": {"SITE_A"}}
+    assert run_sql(store, check_all) == []
+
+
+@pytest.mark.parametrize("store_backend", [pytest.param("postgresql", marks=pytest.mark.postgres)])
+def test_a_block_another_transaction_holds_is_passed_over_on_postgresql(cli, store, tmp_path):
+    """PostgreSQL's claim skips the records another transaction has locked (SKIP LOCKED): the generator goes on to
+    the task's next released block, and takes the first block once it is free."""
+    from jedictl.store.database import create_store_engine
+
+    grid(cli, store, tmp_path)
+    submit(cli, store)
+    agent(cli, store, "agentA", "SITE_A", pending=6)
+    acquire(cli, store, "agentA")
+    blk0 = _block_ids(store)["wq.blk0"]
+    engine = create_store_engine(store)
+    try:
+        with engine.connect() as holder:
+            transaction = holder.begin()
+            held = holder.execute(select(files.c.id).where(files.c.dataset_id == blk0).with_for_update()).all()
+            assert len(held) == 6
+            assert _generate(cli, store) == 3
+            assert _jobs_by_block(store) == {"wq.blk1": {"SITE_A"}}
+            transaction.rollback()
+    finally:
+        engine.dispose()
+    assert _generate(cli, store) == 3
+    assert _jobs_by_block(store) == {"wq.blk0": {"SITE_A"}, "wq.blk1": {"SITE_A"}}
+    assert run_sql(store, check_all) == []
+
+
+# ------------------------------------------------------------------------------------ a retried task
+
+def test_a_retried_task_s_ended_elements_go_back_to_the_global_queue_and_get_their_jobs(cli, store, tmp_path):
+    """WMCore's ResubmitBlock: `task retry` puts a finished task's failed records back to ready and, in the same
+    transaction, its ended elements whose blocks have records to process again back in the global queue (Available,
+    no agent, no site); another agent takes them, `generate` makes the retried records' jobs at its sites, the
+    elements end again -- and `check` holds at every step."""
+    from tests.cli.test_jobs_report import _dispatch_all, _failed, _finished, _report
+
+    grid(cli, store, tmp_path, catalog(n_blocks=2, last_at=("SITE_A", "SITE_B")))
+    task_id = submit(cli, store, maxAttempt=1)
+    agent(cli, store, "agentA", "SITE_A", pending=6)
+    assert acquire(cli, store, "agentA")["counts"]["released"] == 2
+    assert _generate(cli, store) == 6
+    jobs_ = sorted(_dispatch_all(cli, store), key=lambda j: j["job_id"])
+    _report(cli, store, _failed(jobs_[0]), *[_finished(j) for j in jobs_[1:]])  # block 0's first job fails: 2 records
+    assert [(i["outcome"], i["element"]) for i in acquire(cli, store, "agentA")["items"] if i["outcome"] in ("done", "failed")] == [
+        ("done", 1), ("done", 2)]
+    assert cli.json("finalize", "--now", NOW, db=store)["counts"]["finished"] == 1
+    assert run_sql(store, check_all) == []
+
+    result = cli.json("retry", str(task_id), "--now", NOW, db=store)
+    assert result["files"] == {"retried": 2} and "1 work-queue elements back in the global queue" in result["message"]
+    assert statuses(cli, store) == {1: ("Available", None), 2: ("Done", "agentA")}
+    element = cli.json("workqueue", "show", "1", db=store)
+    assert (element["site"], element["reason"]) == (None, "back from Done: 2 records of its block to process again")
+    assert [(h["from_status"], h["to_status"], h["agent"]) for h in element["history"]][-2:] == [
+        ("Running", "Done", "agentA"), ("Done", "Available", None)]
+    assert run_sql(store, check_all) == []
+
+    agent(cli, store, "agentB", "SITE_B", pending=6)
+    cli("agents", "set-state", "agentA", "SITE_A", "down", db=store)  # agentA takes nothing now
+    assert [(i["outcome"], i["element"]) for i in acquire(cli, store, "agentB")["items"] if i["outcome"] in ("acquired", "released")] == [
+        ("acquired", 1), ("released", 1)]
+    assert run_sql(store, check_all) == []  # block 0's first round of jobs ran at SITE_A, which agentB does not serve
+    assert _generate(cli, store) == 1  # the two retried records, two files per job, at agentB's site
+    assert _jobs_by_block(store)["wq.blk0"] == {"SITE_A", "SITE_B"}
+    assert run_sql(store, check_all) == []
+    _report(cli, store, *[_finished(j) for j in _dispatch_all(cli, store)])
+    assert [(i["outcome"], i["element"]) for i in acquire(cli, store, "agentB")["items"] if i["outcome"] == "done"] == [("done", 1)]
+    assert cli.json("finalize", "--now", NOW, db=store)["counts"]["done"] == 1
+    assert statuses(cli, store) == {1: ("Done", "agentB"), 2: ("Done", "agentA")}
+    assert cli("check", db=store).stdout == "check: consistent\n"
+
+
+def test_check_still_catches_two_agents_in_one_round_and_jobs_of_a_requeued_block_made_before_its_release(cli, store, tmp_path):
+    from sqlalchemy import insert, update
+
+    from jedictl.store.schema import workqueue_elements as wqe
+    from jedictl.store.schema import workqueue_history as wqh
+
+    grid(cli, store, tmp_path)
+    submit(cli, store)
+    agent(cli, store, "agentA", "SITE_A", pending=3)
+    acquire(cli, store, "agentA")
+    assert _generate(cli, store) == 3
+
+    def requeue_while_live(conn):  # Available again, yet its block's records are in live jobs
+        conn.execute(update(wqe).where(wqe.c.id == 1).values(status="Available", agent=None, site=None))
+        conn.execute(insert(wqh).values(element_id=1, from_status="Done", to_status="Available", agent=None, owner="t",
+                                        changed_at=__import__("datetime").datetime(2030, 3, 1)))
+        for agent_name in ("agentA", "agentB"):  # and taken twice in this round
+            conn.execute(insert(wqh).values(element_id=1, from_status="Available", to_status="Negotiating", agent=agent_name, owner="t",
+                                            changed_at=__import__("datetime").datetime(2030, 3, 1)))
+
+    run_sql(store, requeue_while_live)
+    messages = [v["message"] for v in json.loads(cli("check", "-o", "json", db=store, code=1).stdout)["violations"]
+                if v["check"] == "workqueue_elements_follow_their_agents"]
+    assert messages == ["work-queue element 1 was taken from the global queue by agents agentA, agentB: one agent only",
+                        "work-queue element 1 is Available yet 6 records of its block are in jobs (job 1 first): only a released "
+                        "(Running) block gets jobs"]
+
+
+def test_an_acquire_or_location_pass_requeues_an_ended_element_whose_records_came_back_another_way(cli, store, tmp_path):
+    from sqlalchemy import update
+
+    grid(cli, store, tmp_path)
+    submit(cli, store)
+    agent(cli, store, "agentA", "SITE_A", pending=3)
+    acquire(cli, store, "agentA")
+    assert _generate(cli, store) == 3
+    cli("simulate", "--site", "SITE_A", "--failure-rate", "0", "--seed", "1", "--now", NOW, db=store)
+    acquire(cli, store, "agentA")
+    assert statuses(cli, store)[1] == ("Done", "agentA")
+    blk0 = _block_ids(store)["wq.blk0"]
+    first = run_sql(store, lambda conn: conn.execute(select(files.c.id).where(files.c.dataset_id == blk0).order_by(files.c.id)).scalar())
+    run_sql(store, lambda conn: conn.execute(update(files).where(files.c.id == first).values(status="ready")))  # e.g. a resubmitted job's
+    report = cli.json("workqueue", "update-locations", "--now", NOW, db=store)
+    assert [(i["outcome"], i["element"], i["reason"]) for i in report["items"] if i["outcome"] == "requeued"] == [
+        ("requeued", 1, "back from Done: 1 records of its block to process again")]
+    assert statuses(cli, store)[1] == ("Available", None)
+    assert [m for m in run_sql(store, check_all) if "work-queue" in m] == []
+
+
+def test_an_incexec_of_a_killed_task_puts_its_canceled_elements_back_in_the_global_queue(cli, store, tmp_path):
+    grid(cli, store, tmp_path, catalog(n_blocks=2, last_at=("SITE_A", "SITE_B")))
+    task_id = submit(cli, store)
+    agent(cli, store, "agentA", "SITE_A", pending=3)
+    acquire(cli, store, "agentA")  # element 1 Running, element 2 Available
+    assert _generate(cli, store) == 3
+    cli("kill", str(task_id), "--now", NOW, db=store)
+    cli("workqueue", "update-locations", "--now", NOW, db=store)
+    assert statuses(cli, store) == {1: ("Canceled", "agentA"), 2: ("Canceled", None)}
+    result = cli.json("task", "incexec", str(task_id), "-", "--now", NOW, db=store, input="nFilesPerJob: 3\n")
+    assert "2 work-queue elements back in the global queue" in result["message"]
+    assert statuses(cli, store) == {1: ("Available", None), 2: ("Available", None)}
+    assert run_sql(store, check_all) == []
+    for step in (("feed",), ("broker", "--seed", "1")):
+        cli(*step, "--now", NOW, db=store)
+    cli("agents", "add", "agentA", "--site", "SITE_A", "--pending-threshold", "20", db=store)
+    assert acquire(cli, store, "agentA")["counts"]["released"] == 2
+    assert _generate(cli, store) == 4  # both blocks' six records, three per job now
+    assert run_sql(store, check_all) == []
+
+
+def test_a_resubmitted_job_puts_its_ended_element_back_in_the_global_queue_in_the_same_transaction(cli, store, tmp_path):
+    from tests.cli.test_jobs_report import _dispatch_all, _failed, _finished, _report
+
+    grid(cli, store, tmp_path, catalog(n_blocks=2, last_at=("SITE_A", "SITE_B")))
+    submit(cli, store, maxAttempt=1)
+    agent(cli, store, "agentA", "SITE_A", pending=6)
+    acquire(cli, store, "agentA")
+    assert _generate(cli, store) == 6
+    jobs_ = sorted(_dispatch_all(cli, store), key=lambda j: j["job_id"])
+    _report(cli, store, _failed(jobs_[0]), *[_finished(j) for j in jobs_[1:3]])  # block 0 ended, block 1 still running
+    acquire(cli, store, "agentA")
+    assert statuses(cli, store) == {1: ("Done", "agentA"), 2: ("Running", "agentA")}
+    cli("jobs", "resubmit", str(jobs_[0]["job_id"]), "--now", NOW, db=store)
+    assert statuses(cli, store) == {1: ("Available", None), 2: ("Running", "agentA")}
+    assert run_sql(store, check_all) == []

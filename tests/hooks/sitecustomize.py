@@ -37,7 +37,8 @@ JEDICTL_HOOK_BREAK_GUARD=reassign  a job's move ignores the status and site it w
                                 counts), so a test can show that `check` catches a job moved twice or
                                 moved after its dispatch
 JEDICTL_HOOK_SLOW_WORKQUEUE=SECONDS  an acquire pass waits SECONDS once it has read the global queue, before
-                                it claims any element (racing agents all past their read of the same elements)
+                                it claims any element (racing agents all past their read of the same elements);
+                                JEDICTL_HOOK_DECIDED and JEDICTL_HOOK_RESUME as for SLOW_REASSIGN
 JEDICTL_HOOK_BREAK_GUARD=workqueue  an element is claimed whatever its status (store.workqueue._claimable is
                                 always true), so a test can show that `check` catches an element two agents took
 JEDICTL_HOOK_DIE_AT=generate-finish  the process SIGKILLs itself when the generator has committed a
@@ -78,7 +79,13 @@ def _install() -> None:
 
         def slow_available(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
             found = real_available(*args, **kwargs)
-            time.sleep(slow_workqueue)
+            decided = os.environ.get("JEDICTL_HOOK_DECIDED")
+            if decided:
+                open(decided, "w").close()
+            resume = os.environ.get("JEDICTL_HOOK_RESUME")
+            deadline = time.monotonic() + slow_workqueue
+            while time.monotonic() < deadline and not (resume and os.path.exists(resume)):
+                time.sleep(0.02 if resume else max(0.0, deadline - time.monotonic()))
             return found
 
         workqueue.available_elements = slow_available

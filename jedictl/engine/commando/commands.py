@@ -42,6 +42,7 @@ from jedictl.store import completion
 from jedictl.store import job_outcomes as job_store
 from jedictl.store import task_commands as command_store
 from jedictl.store import tasks as task_store
+from jedictl.store import workqueue as workqueue_store
 
 #: The commands jedictl applies (JEDI's `release`, for data carousel staging, has no use here).
 COMMANDS = ("kill", "finish", "retry", "incexec", "pause", "resume", "avalanche", "reassign")
@@ -326,6 +327,11 @@ class _Commando:
             # at the inputs again (datasets toupdate) and picks up new files
             new_status = TaskStatus.DEFINED
         message = f"{retried} input files back to ready"
+        # Ended work-queue elements whose blocks have records to process again go back to the global queue in
+        # the same transaction (WMCore's ResubmitBlock): else no agent would take them and `generate` make no job.
+        requeued = workqueue_store.requeue_ended(self.conn, request.user or SYSTEM, self.now, task.id)
+        if requeued:
+            message += f"; {len(requeued)} work-queue elements back in the global queue"
         if change is not None:
             message += "; inputs to be fed again" + (f" with {_changes(change.changed)}" if change.changed else "")
         if change is not None and request.rescout:

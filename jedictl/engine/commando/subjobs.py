@@ -37,6 +37,7 @@ from jedictl.store import retry_rules as rule_store
 from jedictl.store import subjobs as subjob_store
 from jedictl.store import task_commands as command_store
 from jedictl.store import tasks as task_store
+from jedictl.store import workqueue as workqueue_store
 
 _NO_LEASE = {"lease_owner": None, "lease_expires_at": None}
 
@@ -153,6 +154,8 @@ def _judge_and_write(conn: Any, job_ids: Sequence[int], rules: Sequence[Any], no
             raise _Changed(ref, f"job {ref} was already resubmitted (just now)")
         if subjob_store.reset_inputs(conn, resets) != len(resets):
             raise _Changed(ref, f"job {ref}: its input changed while it was resubmitted; nothing was changed")
+        for task_id in accepted:  # an ended work-queue element whose block has input to process again is queued again
+            workqueue_store.requeue_ended(conn, by, now, task_id)
     return [results[job_id] for job_id in job_ids]
 
 

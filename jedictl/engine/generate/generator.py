@@ -182,6 +182,11 @@ class TaskGenerator:
         # Per master dataset: every ready record up to this id was read by an earlier chunk of this run and
         # is now in a job (store.jobs.claim_files reads on after it).
         self.claimed_up_to: dict[int, int] = {}
+        # Work-queue blocks this run is done with: none of their records could be claimed (another
+        # transaction holds them, or none may be attempted), or their chunk made no job (a WMCore algorithm
+        # waiting for more work). The next chunk goes on to the task's next released block.
+        self.blocks_done: set[int] = set()
+        self.block: int | None = None  # the block of the current chunk, None for a task not in the work queue
 
     def run(self, max_jobs: int | None, merge_only: bool = False) -> tuple[int, str, str | None]:
         with self.store.read() as conn:
@@ -207,11 +212,13 @@ class TaskGenerator:
                                                None if max_jobs is None else max_jobs - made)
                     if count:
                         self._started(conn, count)
-                if taken == 0:
-                    break
                 made += count
                 files_left -= taken
-                if count == 0:
+                if count == 0 and self.block is not None:
+                    # This block makes nothing more in this pass: the task's next released block may.
+                    self.blocks_done.add(self.block)
+                    continue
+                if taken == 0 or count == 0:
                     break
         except (NoSite, TemplateError, NotAContainer, wmcore_tasks.SplitRefused) as exc:
             reason = f"no site can run the jobs: {exc}" if isinstance(exc, NoSite) else str(exc)
@@ -243,14 +250,22 @@ class TaskGenerator:
         claimed = []
         masters, requirements = ctx.masters, ctx.requirements
         released = workqueue_store.released_blocks(conn, self.task_id)
+        self.block = None
         if released is not None:
             # A task in the work queue (docs/queue-layers.md, decision 47): only blocks an agent released,
-            # one block per chunk, its jobs at that agent's sites that hold the block.
-            masters = [m for m in masters if m.type not in BLOCK_TYPES or released.get(m.id)]
-            block = next((m for m in masters if m.type in BLOCK_TYPES and m.n_files_to_be_used > m.n_files_used), None)
-            if block is not None:
-                masters = [block]
-                requirements = dataclasses.replace(requirements, included_sites=released[block.id])
+            # one block per chunk, its jobs at that agent's sites that hold the block. A block whose records
+            # cannot be claimed now is passed over for the next one with records left.
+            blocks = [m for m in masters if m.type in BLOCK_TYPES and released.get(m.id) and m.n_files_to_be_used > m.n_files_used
+                      and m.id not in self.blocks_done]
+            masters = [m for m in masters if m.type not in BLOCK_TYPES]
+            for block in blocks:
+                claimed = job_store.claim_files(conn, block.id, min(block.n_files_to_be_used - block.n_files_used, n_files),
+                                                self.claimed_up_to.get(block.id, 0))
+                if claimed:
+                    masters, self.block = [], block.id
+                    requirements = dataclasses.replace(requirements, included_sites=released[block.id])
+                    break
+                self.blocks_done.add(block.id)
         for master in masters:
             left = master.n_files_to_be_used - master.n_files_used
             # JEDI reads more than it needs only for whole chunks; jedictl claims what is released.
@@ -315,7 +330,8 @@ class TaskGenerator:
             # its released records: a chunk cut at n_files is a part, on which Harvest would make its end-of-run
             # job and the merges would force undersized merges.
             whole = len(all_claimed) < n_files
-            return self._wmcore_chunk(conn, ctx, claimed, all_claimed, brokerage.candidates, builder, by_id, transfers_of, whole)
+            return self._wmcore_chunk(conn, ctx, claimed, all_claimed, brokerage.candidates, builder, by_id, transfers_of, whole,
+                                      max_jobs)
         plan, excluded, refused, full = self._split(chunk, brokerage.candidates, max_jobs,
                                                     lambda site, sub: builder.refusal(site, sub, by_id))
         if not plan:
@@ -345,10 +361,13 @@ class TaskGenerator:
         return len(plan), max(used_masters, 1)
 
     def _wmcore_chunk(self, conn: Any, ctx: TaskContext, claimed: list[Any], all_claimed: list[Any], candidates: Any,
-                      builder: JobBuilder, by_id: dict[int, Any], transfers_of: Callable[[], Any], whole: bool) -> tuple[int, int]:
+                      builder: JobBuilder, by_id: dict[int, Any], transfers_of: Callable[[], Any], whole: bool,
+                      max_jobs: int | None) -> tuple[int, int]:
         """The chunk split by the task's WMCore algorithm: planned jobs written with their masks, parents
-        and created-failed jobs; records the algorithm left (waiting for more work) stay ready."""
-        wm = wmcore_tasks.plan_jobs(conn, ctx, claimed, candidates, self.sites, self.rng, self.now, whole)
+        and created-failed jobs, as many as the throttle's budget lets through; records the algorithm left
+        (waiting for more work) or the budget cut off stay ready."""
+        wm = wmcore_tasks.within_budget(wmcore_tasks.plan_jobs(conn, ctx, claimed, candidates, self.sites, self.rng, self.now, whole),
+                                        max_jobs)
         used: frozenset[int] = frozenset()
         if wm.plan:
             written = builder.write(conn, wm.plan, by_id, {}, set(), transfers_of(), references=wm.references)

@@ -18,6 +18,9 @@ time), and the planned jobs become the (site, sub-chunk) plan the JobBuilder wri
   reason rather than `running` for ever.
 - Harvest's memory between passes (when it last made a job) is kept in task_splitting.state; whether
   an earlier job still runs is read from the task's jobs, as WMCore reads WMBS.
+- The throttle's job budget of the pass (`max_jobs`) bounds the plan as it bounds JEDI's split
+  (`within_budget`): the first jobs are written, the records of the others stay `ready` for the next
+  pass -- never a part of a file whose other lumis a written job holds.
 """
 
 from __future__ import annotations
@@ -158,6 +161,29 @@ def plan_jobs(conn: Any, ctx: Any, claimed: Sequence[Any], candidates: Sequence[
         result.failed.append(reason)
         result.parents.append(job.parents)  # the splitter's own include_parents (the preview's rule)
     return result
+
+
+def within_budget(plan: WMCorePlan, max_jobs: int | None) -> WMCorePlan:
+    """The plan's first jobs, at most `max_jobs` of them, cut where no job left out reads a record a kept
+    job holds: that record would be `running` while the left-out job's lumis of it were never made (a lumi
+    algorithm gives one file's lumis to two jobs). When no such cut fits the budget, the shortest one past
+    it: a budget of one still makes the jobs that share the first file."""
+    if max_jobs is None or len(plan.plan) <= max_jobs:
+        return plan
+    holder: dict[int, int] = {}  # record id -> the plan index that holds it
+    for index, (_site, sub) in enumerate(plan.plan):
+        for record in sub.master:
+            if (index, record.file_id) not in plan.references:
+                holder.setdefault(record.file_id, index)
+    # A cut after k jobs is whole unless a job at k or later reads a record held before k.
+    broken = set()
+    for index, record_id in plan.references:
+        broken.update(range(holder[record_id] + 1, index + 1))
+    whole = [k for k in range(1, len(plan.plan) + 1) if k not in broken]
+    fitting = [k for k in whole if k <= max_jobs]
+    cut = fitting[-1] if fitting else next(k for k in whole if k > max_jobs)
+    return WMCorePlan(plan.plan[:cut], plan.jobs[:cut], plan.failed[:cut], {(i, r) for i, r in plan.references if i < cut},
+                      plan.parents[:cut])
 
 
 def mask_row(job_id: int, task_id: int, job: PlannedJob) -> tuple[Any, ...] | None:

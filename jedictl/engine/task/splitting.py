@@ -18,9 +18,15 @@ from jedictl.errors import BadInput
 
 #: Parameters of WMCore's Harvest that the generator supplies from the store (its jobs), not the author.
 GENERATOR_STATE = ("last_job_time", "jobs_running", "sibling_complete")
-#: Parameters only the preview takes: WMBSMergeBySize's `unfinished_parents` stands for WMCore's look-up of
-#: the parents' jobs, and a real task's inputs are registered outputs, whose producing jobs have ended.
-PREVIEW_ONLY = ("unfinished_parents",)
+#: Parameters only the preview takes, and why a task's spec refuses them: WMBSMergeBySize's `unfinished_parents`
+#: stands for WMCore's look-up of the parents' jobs, and a real task's inputs are registered outputs, whose
+#: producing jobs have ended; FileBased's and MinFileBased's `jobs_per_group` sizes WMCore's job groups, which
+#: the preview shows (`group`) but jedictl's jobs do not have -- each is written, brokered and run on its own.
+PREVIEW_ONLY = {
+    "unfinished_parents": "is for `jedictl split` only: a real task's inputs are outputs whose jobs have ended",
+    "jobs_per_group": "is for `jedictl split` only (its `group` column): a task's jobs are not put in job groups, "
+                      "each is written and brokered on its own",
+}
 #: JEDI's per-job splitting options: a WMCore-split task's jobs are cut by its algorithm alone.
 JEDI_SPLIT_OPTIONS = ("n_files_per_job", "n_events_per_job", "tgt_num_events_per_job", "n_gb_per_job", "n_max_files_per_job",
                       "max_events_per_job", "respect_lb", "order_by_lb", "max_walltime_hours", "skip_short_output", "order_input_by",
@@ -51,9 +57,10 @@ def parse_splitting(raw: Any, path: str = "splitting") -> SplittingDef:
     for key in params:
         if key in GENERATOR_STATE:
             raise BadInput("is read from the task's jobs by the generator, not given in the spec", f"{path}.{key}")
-        if key in PREVIEW_ONLY:
-            raise BadInput("is for `jedictl split` only: a real task's inputs are outputs whose jobs have ended", f"{path}.{key}")
     check_params(name, params, path)
+    for key in params:  # after the algorithm's own check: one that does not take the key says so first
+        if key in PREVIEW_ONLY:
+            raise BadInput(PREVIEW_ONLY[key], f"{path}.{key}")
     return SplittingDef(name, params)
 
 

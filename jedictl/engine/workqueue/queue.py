@@ -200,7 +200,9 @@ def release_local(store: Any, agent: str, owner: str, now: datetime, rng: random
 
 def sync_elements(store: Any, owner: str, now: datetime, report: PassReport, agent: str | None = None) -> None:
     """Element status follows its jobs: a Running element whose block's records all ended is Done (Failed
-    when none finished); an element of an ended task ends with it (killed or aborted: Canceled)."""
+    when none finished); an element of an ended task ends with it (killed or aborted: Canceled); an ended
+    element of a live task whose block has records to process again is Available again
+    (store.workqueue.requeue_ended)."""
     with store.read() as conn:
         rows = wq.ending_elements(conn, agent)
     for row in rows:
@@ -218,6 +220,9 @@ def sync_elements(store: Any, owner: str, now: datetime, report: PassReport, age
         with store.begin() as conn:
             if wq.end_element(conn, row.id, row.status, target, reason, owner, now):
                 report.add(target.lower(), element=row.id, agent=row.agent, reason=reason)
+    with store.begin() as conn:
+        for line in wq.requeue_ended(conn, owner, now):
+            report.add("requeued", **line)
 
 
 def agent_slots(conn: Any, agent: str) -> dict[str, Any]:

@@ -319,12 +319,12 @@ def filesets(draw, site_count: int = 1, parents: bool = False) -> list[WMFile]:
 
 def _ours(jobs) -> list[tuple]:
     return [(j.files, j.first_event, j.last_event, {run: [list(r) for r in ranges] for run, ranges in (j.lumis or ())},
-             j.failed, j.failed_reason, j.failed_code) for j in jobs]
+             j.failed, j.failed_reason, j.failed_code, j.group) for j in jobs]
 
 
 def _theirs(jobs) -> list[tuple]:
     # Lumi correction may attach a file to a job twice in WMCore (LumiChecker.fixInputFiles); jedictl lists it once.
-    return [(tuple(dict.fromkeys(j.files)), j.first_event, j.last_event, j.lumis, j.failed, j.failed_reason, j.failed_code)
+    return [(tuple(dict.fromkeys(j.files)), j.first_event, j.last_event, j.lumis, j.failed, j.failed_reason, j.failed_code, j.group)
             for j in jobs]
 
 
@@ -367,18 +367,20 @@ def test_oracle_event_aware_lumi_based(files, per_job, halt, split_on_run, time_
 
 @oracle
 @SETTINGS
-@given(files=filesets(), per_job=st.integers(1, 5), respect=st.booleans(), mask=MASKS, total=st.sampled_from([0, 0, 2]))
-def test_oracle_file_based(files, per_job, respect, mask, total):
-    params = {"files_per_job": per_job, "respect_run_boundaries": respect, "total_files": total, **mask}
+@given(files=filesets(), per_job=st.integers(1, 5), respect=st.booleans(), mask=MASKS, total=st.sampled_from([0, 0, 2]),
+       per_group=st.sampled_from([0, 0, 1, 2, 3]))
+def test_oracle_file_based(files, per_job, respect, mask, total, per_group):
+    params = {"files_per_job": per_job, "respect_run_boundaries": respect, "total_files": total, "jobs_per_group": per_group, **mask}
     assert _ours(split("FileBased", files, **params)) == _theirs(wmcore_oracle.wmcore_split("FileBased", files, **params))
 
 
 @oracle
 @SETTINGS
-@given(files=filesets(), per_job=st.integers(1, 5), respect=st.booleans())
-def test_oracle_min_file_based(files, per_job, respect):
-    params = {"files_per_job": per_job, "respect_run_boundaries": respect}
-    assert _ours(split("MinFileBased", files, **params)) == _theirs(wmcore_oracle.wmcore_split("MinFileBased", files, **params))
+@given(files=filesets(), per_job=st.integers(1, 5), respect=st.booleans(), closed=st.booleans(), per_group=st.sampled_from([0, 0, 1, 2, 3]))
+def test_oracle_min_file_based(files, per_job, respect, closed, per_group):
+    params = {"files_per_job": per_job, "respect_run_boundaries": respect, "jobs_per_group": per_group}
+    assert _ours(split("MinFileBased", files, closed=closed, **params)) == _theirs(
+        wmcore_oracle.wmcore_split("MinFileBased", files, closed=closed, **params))
 
 
 @oracle
@@ -403,8 +405,8 @@ def test_oracle_size_based(files, per_job):
        max_size=st.integers(1, 6000), max_events=st.integers(1, 2000))
 def test_oracle_wmbs_merge_by_size(files, closed, min_size, max_size, max_events):
     params = {"min_merge_size": min_size, "max_merge_size": max_size, "max_merge_events": max_events}
-    assert [j.files for j in split("WMBSMergeBySize", files, closed=closed, **params)] == [
-        j.files for j in wmcore_oracle.wmcore_wmbs_merge(files, closed=closed, **params)]
+    assert [(j.files, j.group) for j in split("WMBSMergeBySize", files, closed=closed, **params)] == [
+        (j.files, j.group) for j in wmcore_oracle.wmcore_wmbs_merge(files, closed=closed, **params)]
 
 
 @oracle
@@ -417,8 +419,8 @@ def test_oracle_parentless_merge_by_size(files, closed, min_size, max_size, max_
     params = {"min_merge_size": min_size, "max_merge_size": max_size, "max_merge_events": max_events,
               "merge_across_runs": across, "max_wait_time": wait}
     ours = split_fileset("ParentlessMergeBySize", Fileset(tuple(files), closed), params, now=1000.0)
-    assert [j.files for j in ours] == [j.files for j in wmcore_oracle.wmcore_parentless_merge(files, closed=closed, now=1000.0,
-                                                                                            **params)]
+    assert [(j.files, j.group) for j in ours] == [(j.files, j.group) for j in wmcore_oracle.wmcore_parentless_merge(
+        files, closed=closed, now=1000.0, **params)]
 
 
 @oracle

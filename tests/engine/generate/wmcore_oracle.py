@@ -37,6 +37,7 @@ class OracleJob:
     failed: bool
     failed_reason: str | None
     failed_code: int | None
+    group: int  # the job's JobGroup, numbered from 1 in the order the JobFactory returned them
 
 
 def _wm_files(files: Sequence[WMFile]) -> list[Any]:
@@ -71,10 +72,10 @@ def wmcore_split(algorithm: str, files: Sequence[WMFile], closed: bool = True, *
     subscription.availableFiles = lambda limit=None, doingJobSplitting=False: list(ordered)[:limit or None]
     factory = SplitterFactory()(package="WMCore.DataStructs", subscription=subscription)
     groups = factory(**params)
-    return [_oracle_job(job) for group in groups for job in group.jobs]
+    return [_oracle_job(job, number) for number, group in enumerate(groups, 1) for job in group.jobs]
 
 
-def _oracle_job(job: Any) -> OracleJob:
+def _oracle_job(job: Any, group: int) -> OracleJob:
     mask = job["mask"]
     return OracleJob(
         files=tuple(job.getFiles(type="lfn")),
@@ -84,6 +85,7 @@ def _oracle_job(job: Any) -> OracleJob:
         failed=bool(job.get("failedOnCreation", False)),
         failed_reason=job.get("failedReason"),
         failed_code=job.get("failedErrCode"),
+        group=group,
     )
 
 
@@ -166,4 +168,4 @@ def _run_merge(algorithm: str, rows: list[dict[str, Any]], closed: bool, now: fl
             module.time = real_time
         for name, value in saved.items():
             setattr(thread, name, value)
-    return [_oracle_job(job) for group in groups for job in group.jobs]
+    return [_oracle_job(job, number) for number, group in enumerate(groups, 1) for job in group.jobs]

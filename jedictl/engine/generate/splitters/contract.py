@@ -8,8 +8,8 @@ Input  `{"closed": true, "files": [{"lfn": "...", "size": 123, "events": 100, "l
          Anything else is an error naming the field.
 Output `{"jobs": [{"files": [...], "first_event": 0, "last_event": 99, "lumis": {"1": [[1, 3]]},
          "locations": ["SITE"], "failed": false, "short": false, "failed_reason": null,
-         "failed_code": null, "parents": []}]}` -- see `PlannedJob.as_contract`; the last three
-         fields extend the contract of issue 5 (issue 21).
+         "failed_code": null, "parents": [], "group": 1}]}` -- see `PlannedJob.as_contract`; the last
+         four fields extend the contract of issue 5 (issue 21; `group`: WMCore's job group, null for jedi).
 """
 
 from __future__ import annotations
@@ -123,6 +123,7 @@ def job_rows(jobs: Iterable[PlannedJob]) -> list[dict[str, Any]]:
         status = f"failed: {job.failed_reason}" if job.failed else ("short" if job.short else "ok")
         rows.append({
             "job": number,
+            "group": job.group,
             "n_files": len(job.files),
             "files": _compact(job.files),
             "events": events,

@@ -19,6 +19,7 @@ from jedictl.engine.generate.splitters.wmcore_model import (
     PlannedJob,
     WMFile,
     build_lumi_mask,
+    extend_groups,
     freeze_all,
     is_good_lumi,
     is_good_run,
@@ -34,7 +35,8 @@ MAX_EVENT_NUMBER = 2**32 - 1  # CMSSW event numbers are unsigned 32-bit
 @dataclass(frozen=True)
 class FileBasedParams:
     files_per_job: int = param(10, "files per job", minimum=1)
-    jobs_per_group: int = param(0, "jobs per job group (groups only; no effect on the jobs)", minimum=0)
+    jobs_per_group: int = param(0, "a new job group after jobs_per_group + 1 jobs, as WMCore counts (0 = one group per location set; "
+                                   "the `group` of the preview, refused in a task's spec)", minimum=0)
     total_files: int = param(0, "use only the first N files by LFN (0 = all)", minimum=0)
     respect_run_boundaries: bool = param(False, "start a new job when a file's lowest run changes")
     runs: tuple[int, ...] = param((), "lumi mask: run numbers (with `lumis`)")
@@ -45,8 +47,29 @@ class FileBasedParams:
 def file_based(fileset: Fileset, params: FileBasedParams, factory: JobFactoryParams) -> list[PlannedJob]:
     drafts: list[JobDraft] = []
     for batch in load_batches(fileset.files, factory.file_load_limit):
-        drafts.extend(_file_based(batch, params, factory))
+        extend_groups(drafts, _file_based(batch, params, factory))
     return freeze_all(drafts, factory, params.include_parents)
+
+
+class _Groups:
+    """WMCore's job groups of FileBased and MinFileBased: one per location set, and with `jobs_per_group`
+    a new one before a job once the group already holds more than that many jobs (WMCore compares with
+    `>`, so a full group holds jobs_per_group + 1 jobs)."""
+
+    def __init__(self, jobs_per_group: int) -> None:
+        self.jobs_per_group = jobs_per_group
+        self.group = -1
+        self.jobs_in_group = 0
+
+    def new_group(self) -> None:
+        self.group += 1
+        self.jobs_in_group = 0
+
+    def new_job(self) -> JobDraft:
+        if self.jobs_per_group and self.jobs_in_group > self.jobs_per_group:
+            self.new_group()
+        self.jobs_in_group += 1
+        return JobDraft(group=self.group)
 
 
 def _file_based(files: Sequence[WMFile], params: FileBasedParams, factory: JobFactoryParams) -> list[JobDraft]:
@@ -65,7 +88,9 @@ def _file_based(files: Sequence[WMFile], params: FileBasedParams, factory: JobFa
             kept = {f.lfn for f in ordered[:params.total_files]}
             groups = [[f for f in group if f.lfn in kept] for group in groups]
     drafts: list[JobDraft] = []
+    job_groups = _Groups(params.jobs_per_group)
     for group in groups:
+        job_groups.new_group()
         current: JobDraft | None = None
         files_in_job = 0
         job_run: int | None = None
@@ -74,7 +99,7 @@ def _file_based(files: Sequence[WMFile], params: FileBasedParams, factory: JobFa
             new_job = files_in_job in (0, params.files_per_job) or (params.respect_run_boundaries and file_run != job_run)
             if not mask:
                 if new_job:
-                    current = JobDraft()
+                    current = job_groups.new_job()
                     drafts.append(current)
                     files_in_job, job_run = 0, file_run
                 current.add_file(file)  # type: ignore[union-attr]
@@ -95,7 +120,7 @@ def _file_based(files: Sequence[WMFile], params: FileBasedParams, factory: JobFa
                         current.add_lumis(run, first, last)  # type: ignore[union-attr,arg-type]
                         first = last = None
                     if new_job:
-                        current = JobDraft()
+                        current = job_groups.new_job()
                         drafts.append(current)
                         files_in_job, job_run, new_job = 0, file_run, False
                         current.add_file(file)
@@ -118,7 +143,8 @@ def _has_good_lumi(file: WMFile, mask: dict) -> bool:
 @dataclass(frozen=True)
 class MinFileBasedParams:
     files_per_job: int = param(10, "files per job; while the fileset is open only full jobs are made", minimum=1)
-    jobs_per_group: int = param(0, "jobs per job group (groups only; no effect on the jobs)", minimum=0)
+    jobs_per_group: int = param(0, "a new job group after jobs_per_group + 1 jobs, as WMCore counts (0 = one group per location set; "
+                                   "the `group` of the preview, refused in a task's spec)", minimum=0)
     respect_run_boundaries: bool = param(False, "start a new job when a file's lowest run changes")
     include_parents: bool = param(False, "give each job the parents of its files (files[].parents; a real task's from the catalog)")
 
@@ -127,9 +153,12 @@ def min_file_based(fileset: Fileset, params: MinFileBasedParams, factory: JobFac
     drafts: list[JobDraft] = []
     is_open = not fileset.closed
     for batch in load_batches(fileset.files, factory.file_load_limit):
+        made: list[JobDraft] = []
+        job_groups = _Groups(params.jobs_per_group)
         for group in location_groups(batch, factory.trust_sitelists):
             if len(group) < params.files_per_job and is_open:
                 continue
+            job_groups.new_group()
             current: JobDraft | None = None
             files_in_job = used = 0
             job_run: int | None = None
@@ -139,12 +168,13 @@ def min_file_based(fileset: Fileset, params: MinFileBasedParams, factory: JobFac
                     files_in_job = 0
                     if len(group) - used < params.files_per_job and is_open:
                         continue  # not a full job's worth left: wait for the fileset to grow or close
-                    current = JobDraft()
-                    drafts.append(current)
+                    current = job_groups.new_job()
+                    made.append(current)
                     job_run = file_run
                 files_in_job += 1
                 current.add_file(file)  # type: ignore[union-attr]
                 used += 1
+        extend_groups(drafts, made)
     return freeze_all(drafts, factory, params.include_parents)
 
 
@@ -157,25 +187,27 @@ def size_based(fileset: Fileset, params: SizeBasedParams, factory: JobFactoryPar
     limit = params.size_per_job
     drafts: list[JobDraft] = []
     for batch in load_batches(fileset.files, factory.file_load_limit):
-        for group in location_groups(batch, factory.trust_sitelists):
-            current = JobDraft()
-            drafts.append(current)
+        made: list[JobDraft] = []
+        for number, group in enumerate(location_groups(batch, factory.trust_sitelists)):  # a job group per location set
+            current = JobDraft(group=number)
+            made.append(current)
             current_size = 0
             for file in group:
                 if file.size > limit:
                     # An oversized file gets a job of its own.
                     if current_size > 0:
-                        current = JobDraft()
-                        drafts.append(current)
+                        current = JobDraft(group=number)
+                        made.append(current)
                     current.add_file(file)
                     current_size += file.size
                     continue
                 if current_size + file.size > limit:
-                    current = JobDraft()
-                    drafts.append(current)
+                    current = JobDraft(group=number)
+                    made.append(current)
                     current_size = 0
                 current.add_file(file)
                 current_size += file.size
+        extend_groups(drafts, made)
     return freeze_all(drafts, factory)
 
 
@@ -190,18 +222,22 @@ def run_based(fileset: Fileset, params: RunBasedParams, factory: JobFactoryParam
     for batch in load_batches(fileset.files, factory.file_load_limit):
         # One dict of runs for all location groups, as in WMCore: runs keep the order they first appeared.
         by_run: dict[int, list[WMFile]] = {}
+        made: list[JobDraft] = []
+        number = -1
         for group in location_groups(batch, factory.trust_sitelists):
             for file in group:
                 if file.min_run is None:
                     raise BadInput("RunBased needs the runs of every file", f"{file.lfn}.runs")
                 by_run.setdefault(file.min_run, []).append(file)
             for files in by_run.values():
+                number += 1  # a job group per run at each location (a run emptied earlier makes an empty one)
                 while files:
                     # WMCore pops from the end of the run's list, so jobs hold the last files first.
-                    current = JobDraft()
+                    current = JobDraft(group=number)
                     for _ in range(min(params.files_per_job, len(files))):
                         current.add_file(files.pop())
-                    drafts.append(current)
+                    made.append(current)
+        extend_groups(drafts, made)
     return freeze_all(drafts, factory)
 
 
@@ -222,7 +258,7 @@ def sibling_processing_based(fileset: Fileset, params: SiblingProcessingBasedPar
         per_site.setdefault(file.locations[0], []).append(file)
     drafts: list[JobDraft] = []
     size = params.files_per_job
-    for site, files in per_site.items():
+    for number, (site, files) in enumerate(per_site.items()):  # a job group per storage location
         if len(files) < size and not fileset.closed:
             continue
         full = len(files) // size * size
@@ -230,7 +266,7 @@ def sibling_processing_based(fileset: Fileset, params: SiblingProcessingBasedPar
         if fileset.closed and full < len(files):
             chunks.append(files[full:])
         for chunk in chunks:
-            draft = JobDraft()
+            draft = JobDraft(group=number)
             draft.sites = (site,)
             for file in chunk:
                 draft.add_file(file)
@@ -251,32 +287,34 @@ def event_based(fileset: Fileset, params: EventBasedParams, factory: JobFactoryP
     per_lumi = params.events_per_lumi or per_job
     drafts: list[JobDraft] = []
     for batch in load_batches(fileset.files, factory.file_load_limit):
-        for group in location_groups(batch, factory.trust_sitelists):
+        made: list[JobDraft] = []
+        for number, group in enumerate(location_groups(batch, factory.trust_sitelists)):  # a job group per location set
             for file in group:
                 if file.lfn.startswith("MCFakeFile"):
-                    drafts.extend(_monte_carlo_jobs(file, per_job, per_lumi))
+                    made.extend(_monte_carlo_jobs(file, per_job, per_lumi, number))
                     continue
                 if file.events == 0:
                     # A file without (or with unknown) events still gets one job, over the whole file:
                     # the mask skips to the file's first event and sets no last event.
-                    draft = JobDraft()
+                    draft = JobDraft(group=number)
                     draft.add_file(file)
                     draft.first_event = file.first_event
-                    drafts.append(draft)
+                    made.append(draft)
                     continue
                 event, remaining = file.first_event, file.events
                 while remaining > 0:
                     n = min(per_job, remaining)
-                    draft = JobDraft()
+                    draft = JobDraft(group=number)
                     draft.add_file(file)
                     draft.first_event, draft.last_event = event, event + n - 1
-                    drafts.append(draft)
+                    made.append(draft)
                     remaining -= per_job
                     event += per_job
+        extend_groups(drafts, made)
     return freeze_all(drafts, factory, params.include_parents)
 
 
-def _monte_carlo_jobs(file: WMFile, per_job: int, per_lumi: int) -> list[JobDraft]:
+def _monte_carlo_jobs(file: WMFile, per_job: int, per_lumi: int, group: int) -> list[JobDraft]:
     """Production jobs over a fake input file: event ranges plus the lumis they fill, numbering
     restarting at 1 before an event number would pass 2^32 - 1."""
     if not file.runs or not file.runs[0][1]:
@@ -291,7 +329,7 @@ def _monte_carlo_jobs(file: WMFile, per_job: int, per_lumi: int) -> list[JobDraf
             event = 1
         n = min(per_job, remaining)
         job_lumis = lumis_per_job if remaining >= per_job else math.ceil(remaining / per_lumi)
-        draft = JobDraft()
+        draft = JobDraft(group=group)
         draft.add_file(file)
         draft.first_event, draft.last_event = event, event + n - 1
         draft.add_lumis(run, lumi, lumi + job_lumis - 1)

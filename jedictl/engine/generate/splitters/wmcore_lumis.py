@@ -26,6 +26,7 @@ from jedictl.engine.generate.splitters.wmcore_model import (
     PlannedJob,
     WMFile,
     build_lumi_mask,
+    extend_groups,
     freeze_all,
     is_good_lumi,
     is_good_run,
@@ -111,7 +112,7 @@ def lumi_based(fileset: Fileset, params: LumiBasedParams, factory: JobFactoryPar
         groups = location_groups(batch, factory.trust_sitelists)
         if not fileset.closed:
             groups = [g for g in groups if sum(f.lumi_count for f in g) >= params.lumis_per_job]
-        drafts.extend(_walk_lumis(_prepared(groups), params, mask))
+        extend_groups(drafts, _walk_lumis(_prepared(groups), params, mask))
     return freeze_all(drafts, factory, params.include_parents)
 
 
@@ -122,7 +123,7 @@ def _walk_lumis(groups: list[list[WMFile]], params: LumiBasedParams, mask: LumiM
     first_lumi = last_lumi = last_run = None
     lumis_in_job = lumis_in_task = 0
     whitelist = set(params.run_whitelist)
-    for group in groups:
+    for number, group in enumerate(groups):  # a job group per location set
         stop_job, stop_task = True, False
         for file in group:
             if params.halt_job_on_file_boundaries:
@@ -151,7 +152,7 @@ def _walk_lumis(groups: list[list[WMFile]], params: LumiBasedParams, mask: LumiM
                         if first_lumi is not None and last_lumi is not None and last_run is not None:
                             current.add_lumis(last_run, first_lumi, last_lumi)  # type: ignore[union-attr]
                         checker.close_job(current)
-                        current = JobDraft()
+                        current = JobDraft(group=number)
                         drafts.append(current)
                         first_lumi, lumis_in_job = lumi, 0
                     lumis_in_job += 1
@@ -183,7 +184,7 @@ def event_aware_lumi_based(fileset: Fileset, params: EventAwareLumiBasedParams, 
         groups = location_groups(batch, factory.trust_sitelists)
         if not fileset.closed:
             groups = [g for g in groups if sum(f.events for f in g) >= params.events_per_job]
-        drafts.extend(_walk_event_aware(_prepared(groups), params, mask, time_per_event))
+        extend_groups(drafts, _walk_event_aware(_prepared(groups), params, mask, time_per_event))
     return freeze_all(drafts, factory, params.include_parents)
 
 
@@ -215,7 +216,7 @@ def _walk_event_aware(groups: list[list[WMFile]], params: EventAwareLumiBasedPar
     total_avg_events = job_avg_events = 0
     whitelist = set(params.run_whitelist)
     halt = params.halt_job_on_file_boundaries
-    for group in groups:
+    for number, group in enumerate(groups):  # a job group per location set
         stop_job, stop_task = True, False
         for file in group:
             average = file.avg_events_per_lumi
@@ -263,7 +264,7 @@ def _walk_event_aware(groups: list[list[WMFile]], params: EventAwareLumiBasedPar
                             reason = _too_long_reason(file, run, lumi, time_per_lumi) if too_long else _too_many_reason(file)
                         checker.close_job(current)
                         current = JobDraft(failed=fail_next, failed_reason=reason,
-                                           failed_code=TOO_MANY_EVENTS_CODE if fail_next else None)
+                                           failed_code=TOO_MANY_EVENTS_CODE if fail_next else None, group=number)
                         drafts.append(current)
                         fail_next = False
                         first_lumi, lumis_in_job, lumis_in_job_in_file, job_avg_events = lumi, 0, 0, 0

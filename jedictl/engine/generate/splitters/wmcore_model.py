@@ -84,6 +84,7 @@ class PlannedJob:
     short: bool = False  # jedi: fewer files/events than asked
     failed_code: int | None = None  # WMCore's failedErrCode of a job failed on creation (71101, 99305)
     parents: tuple[str, ...] = ()  # include_parents: the parent LFNs of the job's files, in file order
+    group: int | None = None  # WMCore's job group, numbered from 1 in the order made; None for `jedi` (JEDI has none)
 
     def as_contract(self) -> dict[str, object]:
         return {
@@ -97,6 +98,7 @@ class PlannedJob:
             "failed_reason": self.failed_reason,
             "failed_code": self.failed_code,
             "parents": list(self.parents),
+            "group": self.group,
         }
 
 
@@ -115,9 +117,9 @@ class JobFactoryParams:
 class JobDraft:
     """A job being filled by an algorithm; frozen into a PlannedJob at the end (local to one call)."""
 
-    __slots__ = ("_lfns", "failed", "failed_code", "failed_reason", "files", "first_event", "last_event", "mask", "sites")
+    __slots__ = ("_lfns", "failed", "failed_code", "failed_reason", "files", "first_event", "group", "last_event", "mask", "sites")
 
-    def __init__(self, failed: bool = False, failed_reason: str | None = None, failed_code: int | None = None) -> None:
+    def __init__(self, failed: bool = False, failed_reason: str | None = None, failed_code: int | None = None, group: int = 0) -> None:
         self.files: list[WMFile] = []
         self._lfns: set[str] = set()
         self.mask: dict[int, list[tuple[int, int]]] = {}
@@ -127,6 +129,7 @@ class JobDraft:
         self.failed_reason = failed_reason
         self.failed_code = failed_code
         self.sites: tuple[str, ...] | None = None  # merge/sibling jobs run where the file's storage is
+        self.group = group  # the algorithm's count of WMCore's newGroup() calls when the job was made
 
     def add_file(self, file: WMFile) -> None:
         if file.lfn not in self._lfns:
@@ -146,7 +149,7 @@ class JobDraft:
                 for lumi in range(first, last + 1):
                     yield run, lumi
 
-    def freeze(self, factory: JobFactoryParams, include_parents: bool = False) -> PlannedJob:
+    def freeze(self, factory: JobFactoryParams, include_parents: bool = False, group: int | None = None) -> PlannedJob:
         locations = self.sites if self.sites is not None else (self.files[0].locations if self.files else ())
         sites = possible_sites(locations, factory)
         failed, failed_reason, failed_code = self.failed, self.failed_reason, self.failed_code
@@ -164,6 +167,7 @@ class JobDraft:
             failed_reason=failed_reason,
             failed_code=failed_code,
             parents=parents,
+            group=group,
         )
 
 
@@ -188,7 +192,25 @@ def possible_sites(locations: Sequence[str], factory: JobFactoryParams) -> tuple
 
 
 def freeze_all(drafts: Iterable[JobDraft], factory: JobFactoryParams, include_parents: bool = False) -> list[PlannedJob]:
-    return [draft.freeze(factory, include_parents) for draft in drafts if draft.files]
+    """The jobs with files, each with its job group numbered 1, 2, ... in the order the groups were made.
+
+    An algorithm counts WMCore's newGroup() calls in `JobDraft.group`; a group that got no job is not
+    one of the JobFactory's result (appendJobGroup keeps only a non-empty group), so the numbers are
+    made consecutive over the groups that hold jobs."""
+    kept = [draft for draft in drafts if draft.files]
+    numbers: dict[int, int] = {}
+    for draft in kept:
+        numbers.setdefault(draft.group, len(numbers) + 1)
+    return [draft.freeze(factory, include_parents, numbers[draft.group]) for draft in kept]
+
+
+def extend_groups(drafts: list[JobDraft], batch: Iterable[JobDraft]) -> None:
+    """Append one JobFactory call's drafts (one `load_batches` batch) to `drafts`: a call starts groups of
+    its own, so its group counts move past those already there."""
+    offset = max((draft.group for draft in drafts), default=-1) + 1
+    for draft in batch:
+        draft.group += offset
+        drafts.append(draft)
 
 
 def location_groups(files: Iterable[WMFile], trust_sitelists: bool = False) -> list[list[WMFile]]:
