@@ -38,7 +38,7 @@ from jedictl.engine.brokerage import site_slots
 from jedictl.engine.brokerage.model import SecondaryRecords, SiteLoad
 from jedictl.engine.generate.input_transfers import cvmfs_lfns, input_transfers
 from jedictl.engine.generate import wmcore_tasks
-from jedictl.engine.generate.job_builder import JobBuilder, TaskContext
+from jedictl.engine.generate.job_builder import JobBuilder, TaskContext, TaskOutline
 from jedictl.engine.generate.merge_jobs import MergeConflict, make_merge_jobs
 from jedictl.engine.jobs.resources import job_priority
 from jedictl.engine.shares.usage import load_generation_order, task_ranks
@@ -187,20 +187,21 @@ class TaskGenerator:
         # waiting for more work). The next chunk goes on to the task's next released block.
         self.blocks_done: set[int] = set()
         self.block: int | None = None  # the block of the current chunk, None for a task not in the work queue
+        self.context: TaskContext | None = None  # loaded by each chunk (and merge) inside its transaction
 
     def run(self, max_jobs: int | None, merge_only: bool = False) -> tuple[int, str, str | None]:
         with self.store.read() as conn:
-            self.context = TaskContext.load(conn, self.task_id, self.settings)
-        self.status_now = self.context.status  # as this pass last wrote or read it
+            outline = TaskOutline.load(conn, self.task_id)  # each chunk loads the whole context in its transaction
+        self.status_now = outline.status  # as this pass last wrote or read it
         made, files_left = 0, self.settings.generate.n_files
         # A WMCore algorithm sees all the released input at once, as WMCore's JobFactory hands a subscription's
         # whole available fileset to its splitter: a part would make Harvest's end-of-run job and the merges'
         # forced merges on a closed input too early.
-        whole_input = self.context.splitting is not None
+        whole_input = outline.wmcore
         if whole_input:
             files_left = sys.maxsize
         merge_note = None
-        if self.context.merge:
+        if outline.merge:
             made, merge_note = self._merges(max_jobs)
         if merge_only:
             return self._finish(made, merge_note)
@@ -233,7 +234,7 @@ class TaskGenerator:
         try:
             with self.store.begin() as conn:
                 self._renew(conn)
-                ctx = TaskContext.load(conn, self.task_id, self.settings)
+                ctx = self.context = TaskContext.load(conn, self.task_id, self.settings)
                 made, _ = make_merge_jobs(conn, ctx, self.settings, self.sites, self.now, max_jobs)
                 if made:
                     self._started(conn, made)
