@@ -301,6 +301,85 @@ def _pg_template() -> Any:
     template.close()
 
 
+class _PreparedStores:
+    """Stores a module prepares with real commands (a demo run, a seeded grid), built once per session
+    (per xdist worker) and backend, and copied for each test that asks: the preparation was most of the
+    time of such tests (a demo: ~5 s on SQLite, ~10 s on PostgreSQL, for every test of
+    tests/store/test_invariants.py). A SQLite copy is a byte copy of the file; a PostgreSQL copy is every
+    row of the prepared schema inserted into the worker's emptied template schema (the `store` fixture's)
+    and every sequence set to where the prepared one stands -- both schemas made by the same migrations."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.built: dict[tuple[str, str], str] = {}  # (backend, key) -> SQLite path or PostgreSQL schema
+
+    def copy(self, backend: str, key: str, build: Any, target: Path, request: pytest.FixtureRequest) -> str:
+        if backend == "sqlite":
+            import shutil
+
+            source = self.built.get((backend, key))
+            if source is None:
+                source = str(self.directory / f"{len(self.built)}.db")
+                build(f"sqlite:///{source}")
+                assert not Path(f"{source}-wal").exists(), "the prepared store was left with an open WAL"
+                self.built[(backend, key)] = source
+            shutil.copyfile(source, target)
+            return f"sqlite:///{target}"
+        require_pg()
+        template = request.getfixturevalue("_pg_template")
+        source = self.built.get((backend, key))
+        if source is None:
+            source = f"jt_{template.worker}_prepared_{uuid.uuid4().hex[:8]}"
+            template.schemas.append(source)  # dropped with the template's schemas at the end of the session
+            template.conn.execute(f'CREATE SCHEMA "{source}"')
+            separator = "&" if "?" in PG_URL else "?"
+            build(f"{PG_URL}{separator}options=-csearch_path%3D{source}")
+            self.built[(backend, key)] = source
+        url = template.fresh()
+        self._copy_rows(template.conn, source, template.schema)
+        return url
+
+    @staticmethod
+    def _copy_rows(conn: Any, source: str, target: str) -> None:
+        from jedictl.store.schema import metadata
+
+        def tables(schema: str) -> set[str]:
+            return {row[0] for row in conn.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = %s AND table_type = 'BASE TABLE' "
+                "AND table_name <> 'alembic_version'", (schema,))}
+
+        def revision(schema: str) -> list[str]:
+            return [row[0] for row in conn.execute(f'SELECT version_num FROM "{schema}".alembic_version')]
+
+        present = tables(source)
+        assert present == tables(target) and revision(source) == revision(target), "the prepared store is not at the template's revision"
+        order = [table.name for table in metadata.sorted_tables if table.name in present]  # parents first
+        order += sorted(present - set(order))
+        sequences = conn.execute("SELECT sequencename, last_value FROM pg_sequences WHERE schemaname = %s AND last_value IS NOT NULL",
+                                 (source,)).fetchall()
+        conn.execute("BEGIN;" + "".join(f'INSERT INTO "{target}"."{name}" SELECT * FROM "{source}"."{name}";' for name in order)
+                     + "".join(f"SELECT setval('\"{target}\".\"{name}\"', {value}, true);" for name, value in sequences)
+                     + "COMMIT;")
+
+
+@pytest.fixture(scope="session")
+def _prepared_stores(tmp_path_factory: pytest.TempPathFactory) -> _PreparedStores:
+    return _PreparedStores(tmp_path_factory.mktemp("prepared"))
+
+
+@pytest.fixture
+def prepared_store(_prepared_stores: _PreparedStores, request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    """`prepared_store(backend, key, build)`: a store of its own for this test, a copy of what
+    `build(url)` made of an empty location (a SQLite path not yet created, an empty PostgreSQL schema),
+    which runs once per session and backend for each `key`. `build` must make the same store every time
+    (seeded commands), as a test cannot tell which run it gets a copy of."""
+
+    def prepare(backend: str, key: str, build: Any) -> str:
+        return _prepared_stores.copy(backend, key, build, tmp_path / "store.db", request)
+
+    return prepare
+
+
 # ------------------------------------------------------------------------------------------ broker
 
 def mq_available() -> bool:
