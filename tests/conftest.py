@@ -5,6 +5,10 @@ their own, dropped afterwards. Without a server they are skipped -- unless `JEDI
 (set by `.ci/run`), which turns that skip into a failure and fails the session if no PostgreSQL test
 passed. Message tests (`amqp`) likewise use `JEDICTL_TEST_AMQP_URL` (default: the local RabbitMQ, guest)
 with queues and an exchange of their own, deleted afterwards, and `JEDICTL_REQUIRE_MQ=1`.
+
+In-process commands share two things a real jedictl process would build once: compiled statements and
+(PostgreSQL) server connections, reset between commands; `JEDICTL_TEST_NEW_PG_CONNECTIONS=1` gives every
+engine new connections again, to rule the reuse out when a PostgreSQL test fails oddly.
 """
 
 from __future__ import annotations
@@ -116,6 +120,114 @@ def _share_compiled_statements() -> None:
 
 
 _share_compiled_statements()
+
+
+# ------------------------------------------------------------------------- PostgreSQL connections
+
+class _ReusedPgConnections:
+    """PostgreSQL connections of in-process commands, kept open from one command's engine to the next.
+
+    A jedictl process opens one connection and keeps it for its life. An in-process test opens a new
+    engine, so a new connection, for every command it invokes and every look into the store: a server
+    process forked, logged in and its catalog caches filled each time, ~10 ms, most of the time of a
+    short command and a third of a PostgreSQL test's. Here a connection an engine closes is reset to what
+    a new one is -- no transaction, every setting back to the value it was opened with (RESET ALL: the
+    URL's `options` are opening values), no advisory lock, no LISTEN, no cursor, no prepared statement --
+    and handed to the next engine that connects with the same arguments (same URL: a test's own schema,
+    role or read-only option is its own). SQLAlchemy still runs its first-connect and on-connect steps
+    for each engine. A connection that is broken, or whose transaction or driver settings are not those
+    of a new one, is closed as before."""
+
+    LIMIT = 4  # connections kept open by one test process; more are closed (the oldest first)
+
+    def __init__(self) -> None:
+        import threading
+
+        self.lock = threading.Lock()
+        self.idle: list[tuple[Any, Any]] = []  # (key, connection), oldest first
+
+    @staticmethod
+    def key(cargs: tuple[Any, ...], cparams: dict[str, Any]) -> Any:
+        # `context` is the dialect's adapters map, one per engine and alike for every jedictl engine
+        return (cargs, tuple(sorted((name, repr(value)) for name, value in cparams.items() if name != "context")))
+
+    def take(self, key: Any) -> Any:
+        with self.lock:
+            for index in range(len(self.idle) - 1, -1, -1):
+                if self.idle[index][0] == key:
+                    return self.idle.pop(index)[1]
+        return None
+
+    def give_back(self, key: Any, conn: Any) -> None:
+        """Reset `conn` and keep it for the next engine, or close it."""
+        import psycopg
+        from psycopg.pq import TransactionStatus
+        from sqlalchemy.dialects.postgresql.psycopg import _log_notices
+
+        try:
+            if conn.closed or conn.broken or conn.info.transaction_status != TransactionStatus.IDLE or conn.autocommit \
+                    or (conn.isolation_level, conn.read_only, conn.deferrable) != (None, None, None):
+                conn.close()
+                return
+            conn.autocommit = True
+            # psycopg forgets its prepared statements when it sees DEALLOCATE ALL succeed
+            conn.execute("RESET ALL; SELECT pg_advisory_unlock_all(); UNLISTEN *; CLOSE ALL; DEALLOCATE ALL")
+            conn.autocommit = False
+            while _log_notices in conn._notice_handlers:  # SQLAlchemy's on-connect step adds it again
+                conn.remove_notice_handler(_log_notices)
+        except psycopg.Error:
+            conn.close()
+            return
+        with self.lock:
+            self.idle.append((key, conn))
+            surplus = self.idle[:-self.LIMIT]
+            del self.idle[:-self.LIMIT]
+        for _, old in surplus:
+            old.close()
+
+    def close_all(self) -> None:
+        with self.lock:
+            idle, self.idle = self.idle, []
+        for _, conn in idle:
+            conn.close()
+
+
+_PG_CONNECTIONS = _ReusedPgConnections()
+
+
+def _reuse_pg_connections() -> None:
+    from sqlalchemy.dialects.postgresql.psycopg import PGDialect_psycopg
+
+    if getattr(PGDialect_psycopg.connect, "_jedictl_reuse", False):
+        return
+    original_connect = PGDialect_psycopg.connect
+
+    def connect(self: Any, *cargs: Any, **cparams: Any) -> Any:
+        key = _ReusedPgConnections.key(cargs, cparams)
+        conn = _PG_CONNECTIONS.take(key)
+        if conn is None:
+            conn = original_connect(self, *cargs, **cparams)
+        conn._jedictl_reuse_key = key
+        return conn
+
+    def do_close(self: Any, conn: Any) -> None:
+        key = getattr(conn, "_jedictl_reuse_key", None)
+        if key is None:
+            conn.close()
+        else:
+            _PG_CONNECTIONS.give_back(key, conn)
+
+    def do_terminate(self: Any, conn: Any) -> None:  # an invalidated connection: never kept
+        conn.close()
+
+    connect._jedictl_reuse = True  # type: ignore[attr-defined]
+    PGDialect_psycopg.connect = connect  # type: ignore[method-assign]
+    PGDialect_psycopg.do_close = do_close  # type: ignore[method-assign]
+    PGDialect_psycopg.do_terminate = do_terminate  # type: ignore[method-assign]
+
+
+if os.environ.get("JEDICTL_TEST_NEW_PG_CONNECTIONS") != "1":
+    _reuse_pg_connections()
 
 
 # ------------------------------------------------------------------------------------------ stores
@@ -519,6 +631,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    _PG_CONNECTIONS.close_all()
     if hasattr(session.config, "workerinput"):
         return  # an xdist worker sees only its share of the tests: the controller decides
     if REQUIRE_PG and session.testscollected and _pg_state["passed"] == 0 and exitstatus == 0:
