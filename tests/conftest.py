@@ -618,6 +618,51 @@ def cli() -> Cli:
     return Cli()
 
 
+# ------------------------------------------------------------------------- the order of hand-out
+
+#: Test modules whose module- or session-scoped preparation is long run on one xdist worker (the
+#: README's command: `--dist loadgroup`), which builds it once instead of every worker building its own.
+ONE_WORKER_MODULES = {
+    "tests/test_json_output.py": "json-output",            # the scenario every answer is taken from
+    "tests/test_help.py": "help",                          # a demo store
+    "tests/store/test_invariants.py": "invariants",        # a demo run per backend (prepared_store)
+    "tests/fuzz/test_fuzz_postgres.py": "fuzz-postgres",   # a seeded PostgreSQL store (prepared_store)
+    "tests/cli/test_task_command_table.py": "task-command-table",  # a generated task
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which names each test by its group
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under xdist, the order the tests are handed out in. The README's command runs every test in one
+    session (`-n 4 --dist loadgroup --no-loadscope-reorder`: one test, or one group, at a time to the
+    worker that has run out, in this order), so the `slow` tests -- real processes that mostly wait on
+    each other, a lease or a Slurm job -- are spread over the first half of the run, each beside fast
+    tests that keep the cores busy meanwhile, and are all done before the end; the top-level modules
+    (the README tour, lint-imports, the man pages: single tests of 10-30 s) come first among the fast
+    ones, so that no long test is handed out last. The Slurm tests are one group: one cluster.
+    Without xdist the order is left as collected."""
+    for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        if item.get_closest_marker("slurm"):
+            item.add_marker(pytest.mark.xdist_group("slurm"))
+        elif module in ONE_WORKER_MODULES:
+            item.add_marker(pytest.mark.xdist_group(ONE_WORKER_MODULES[module]))
+    if not hasattr(config, "workerinput"):  # xdist's workers collect; the controller hands out their order
+        return
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    fast = [item for item in items if not item.get_closest_marker("slow")]
+    fast = ([item for item in fast if "/" not in item.nodeid.split("::", 1)[0][len("tests/"):]]
+            + [item for item in fast if "/" in item.nodeid.split("::", 1)[0][len("tests/"):]])
+    stride = len(fast) // (2 * len(slow)) if slow else 0
+    order: list[pytest.Item] = []
+    for index, item in enumerate(slow):
+        order.append(item)
+        order.extend(fast[index * stride:(index + 1) * stride])
+    order.extend(fast[len(slow) * stride:])
+    assert len(order) == len(items)
+    items[:] = order
+
+
 # ------------------------------------------------------------------ PostgreSQL must run under CI
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -637,14 +682,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if REQUIRE_PG and session.testscollected and _pg_state["passed"] == 0 and exitstatus == 0:
         session.config.get_terminal_writer().line("JEDICTL_REQUIRE_PG=1 but no PostgreSQL test passed", red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
-    # The message tests are all in the parallel step (none is `slow`): the slow session need not pass one.
+    # No message test is `slow`: a session of the slow tests alone need not pass one.
     markexpr = session.config.getoption("markexpr", "") or ""
     mq_due = session.testscollected and (markexpr.strip() != "slow")
     if REQUIRE_MQ and mq_due and _mq_state["passed"] == 0 and session.exitstatus == 0:
         session.config.get_terminal_writer().line("JEDICTL_REQUIRE_MQ=1 but no message test passed", red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
-    # The Slurm tests are all `slow` too (one cluster, in the README command's serial step): a session
-    # that excludes slow tests is not the one that must have passed one.
+    # The Slurm tests are all `slow` too: a session that excludes slow tests need not pass one.
     slurm_due = session.testscollected and "not slow" not in (session.config.getoption("markexpr", "") or "")
     if REQUIRE_SLURM and slurm_due and _slurm_state["passed"] == 0 and session.exitstatus == 0:
         session.config.get_terminal_writer().line("JEDICTL_REQUIRE_SLURM=1 but no Slurm test passed", red=True)
