@@ -5,6 +5,10 @@ their own, dropped afterwards. Without a server they are skipped -- unless `JEDI
 (set by `.ci/run`), which turns that skip into a failure and fails the session if no PostgreSQL test
 passed. Message tests (`amqp`) likewise use `JEDICTL_TEST_AMQP_URL` (default: the local RabbitMQ, guest)
 with queues and an exchange of their own, deleted afterwards, and `JEDICTL_REQUIRE_MQ=1`.
+
+In-process commands share two things a real jedictl process would build once: compiled statements and
+(PostgreSQL) server connections, reset between commands; `JEDICTL_TEST_NEW_PG_CONNECTIONS=1` gives every
+engine new connections again, to rule the reuse out when a PostgreSQL test fails oddly.
 """
 
 from __future__ import annotations
@@ -116,6 +120,114 @@ def _share_compiled_statements() -> None:
 
 
 _share_compiled_statements()
+
+
+# ------------------------------------------------------------------------- PostgreSQL connections
+
+class _ReusedPgConnections:
+    """PostgreSQL connections of in-process commands, kept open from one command's engine to the next.
+
+    A jedictl process opens one connection and keeps it for its life. An in-process test opens a new
+    engine, so a new connection, for every command it invokes and every look into the store: a server
+    process forked, logged in and its catalog caches filled each time, ~10 ms, most of the time of a
+    short command and a third of a PostgreSQL test's. Here a connection an engine closes is reset to what
+    a new one is -- no transaction, every setting back to the value it was opened with (RESET ALL: the
+    URL's `options` are opening values), no advisory lock, no LISTEN, no cursor, no prepared statement --
+    and handed to the next engine that connects with the same arguments (same URL: a test's own schema,
+    role or read-only option is its own). SQLAlchemy still runs its first-connect and on-connect steps
+    for each engine. A connection that is broken, or whose transaction or driver settings are not those
+    of a new one, is closed as before."""
+
+    LIMIT = 4  # connections kept open by one test process; more are closed (the oldest first)
+
+    def __init__(self) -> None:
+        import threading
+
+        self.lock = threading.Lock()
+        self.idle: list[tuple[Any, Any]] = []  # (key, connection), oldest first
+
+    @staticmethod
+    def key(cargs: tuple[Any, ...], cparams: dict[str, Any]) -> Any:
+        # `context` is the dialect's adapters map, one per engine and alike for every jedictl engine
+        return (cargs, tuple(sorted((name, repr(value)) for name, value in cparams.items() if name != "context")))
+
+    def take(self, key: Any) -> Any:
+        with self.lock:
+            for index in range(len(self.idle) - 1, -1, -1):
+                if self.idle[index][0] == key:
+                    return self.idle.pop(index)[1]
+        return None
+
+    def give_back(self, key: Any, conn: Any) -> None:
+        """Reset `conn` and keep it for the next engine, or close it."""
+        import psycopg
+        from psycopg.pq import TransactionStatus
+        from sqlalchemy.dialects.postgresql.psycopg import _log_notices
+
+        try:
+            if conn.closed or conn.broken or conn.info.transaction_status != TransactionStatus.IDLE or conn.autocommit \
+                    or (conn.isolation_level, conn.read_only, conn.deferrable) != (None, None, None):
+                conn.close()
+                return
+            conn.autocommit = True
+            # psycopg forgets its prepared statements when it sees DEALLOCATE ALL succeed
+            conn.execute("RESET ALL; SELECT pg_advisory_unlock_all(); UNLISTEN *; CLOSE ALL; DEALLOCATE ALL")
+            conn.autocommit = False
+            while _log_notices in conn._notice_handlers:  # SQLAlchemy's on-connect step adds it again
+                conn.remove_notice_handler(_log_notices)
+        except psycopg.Error:
+            conn.close()
+            return
+        with self.lock:
+            self.idle.append((key, conn))
+            surplus = self.idle[:-self.LIMIT]
+            del self.idle[:-self.LIMIT]
+        for _, old in surplus:
+            old.close()
+
+    def close_all(self) -> None:
+        with self.lock:
+            idle, self.idle = self.idle, []
+        for _, conn in idle:
+            conn.close()
+
+
+_PG_CONNECTIONS = _ReusedPgConnections()
+
+
+def _reuse_pg_connections() -> None:
+    from sqlalchemy.dialects.postgresql.psycopg import PGDialect_psycopg
+
+    if getattr(PGDialect_psycopg.connect, "_jedictl_reuse", False):
+        return
+    original_connect = PGDialect_psycopg.connect
+
+    def connect(self: Any, *cargs: Any, **cparams: Any) -> Any:
+        key = _ReusedPgConnections.key(cargs, cparams)
+        conn = _PG_CONNECTIONS.take(key)
+        if conn is None:
+            conn = original_connect(self, *cargs, **cparams)
+        conn._jedictl_reuse_key = key
+        return conn
+
+    def do_close(self: Any, conn: Any) -> None:
+        key = getattr(conn, "_jedictl_reuse_key", None)
+        if key is None:
+            conn.close()
+        else:
+            _PG_CONNECTIONS.give_back(key, conn)
+
+    def do_terminate(self: Any, conn: Any) -> None:  # an invalidated connection: never kept
+        conn.close()
+
+    connect._jedictl_reuse = True  # type: ignore[attr-defined]
+    PGDialect_psycopg.connect = connect  # type: ignore[method-assign]
+    PGDialect_psycopg.do_close = do_close  # type: ignore[method-assign]
+    PGDialect_psycopg.do_terminate = do_terminate  # type: ignore[method-assign]
+
+
+if os.environ.get("JEDICTL_TEST_NEW_PG_CONNECTIONS") != "1":
+    _reuse_pg_connections()
 
 
 # ------------------------------------------------------------------------------------------ stores
@@ -301,6 +413,85 @@ def _pg_template() -> Any:
     template.close()
 
 
+class _PreparedStores:
+    """Stores a module prepares with real commands (a demo run, a seeded grid), built once per session
+    (per xdist worker) and backend, and copied for each test that asks: the preparation was most of the
+    time of such tests (a demo: ~5 s on SQLite, ~10 s on PostgreSQL, for every test of
+    tests/store/test_invariants.py). A SQLite copy is a byte copy of the file; a PostgreSQL copy is every
+    row of the prepared schema inserted into the worker's emptied template schema (the `store` fixture's)
+    and every sequence set to where the prepared one stands -- both schemas made by the same migrations."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.built: dict[tuple[str, str], str] = {}  # (backend, key) -> SQLite path or PostgreSQL schema
+
+    def copy(self, backend: str, key: str, build: Any, target: Path, request: pytest.FixtureRequest) -> str:
+        if backend == "sqlite":
+            import shutil
+
+            source = self.built.get((backend, key))
+            if source is None:
+                source = str(self.directory / f"{len(self.built)}.db")
+                build(f"sqlite:///{source}")
+                assert not Path(f"{source}-wal").exists(), "the prepared store was left with an open WAL"
+                self.built[(backend, key)] = source
+            shutil.copyfile(source, target)
+            return f"sqlite:///{target}"
+        require_pg()
+        template = request.getfixturevalue("_pg_template")
+        source = self.built.get((backend, key))
+        if source is None:
+            source = f"jt_{template.worker}_prepared_{uuid.uuid4().hex[:8]}"
+            template.schemas.append(source)  # dropped with the template's schemas at the end of the session
+            template.conn.execute(f'CREATE SCHEMA "{source}"')
+            separator = "&" if "?" in PG_URL else "?"
+            build(f"{PG_URL}{separator}options=-csearch_path%3D{source}")
+            self.built[(backend, key)] = source
+        url = template.fresh()
+        self._copy_rows(template.conn, source, template.schema)
+        return url
+
+    @staticmethod
+    def _copy_rows(conn: Any, source: str, target: str) -> None:
+        from jedictl.store.schema import metadata
+
+        def tables(schema: str) -> set[str]:
+            return {row[0] for row in conn.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = %s AND table_type = 'BASE TABLE' "
+                "AND table_name <> 'alembic_version'", (schema,))}
+
+        def revision(schema: str) -> list[str]:
+            return [row[0] for row in conn.execute(f'SELECT version_num FROM "{schema}".alembic_version')]
+
+        present = tables(source)
+        assert present == tables(target) and revision(source) == revision(target), "the prepared store is not at the template's revision"
+        order = [table.name for table in metadata.sorted_tables if table.name in present]  # parents first
+        order += sorted(present - set(order))
+        sequences = conn.execute("SELECT sequencename, last_value FROM pg_sequences WHERE schemaname = %s AND last_value IS NOT NULL",
+                                 (source,)).fetchall()
+        conn.execute("BEGIN;" + "".join(f'INSERT INTO "{target}"."{name}" SELECT * FROM "{source}"."{name}";' for name in order)
+                     + "".join(f"SELECT setval('\"{target}\".\"{name}\"', {value}, true);" for name, value in sequences)
+                     + "COMMIT;")
+
+
+@pytest.fixture(scope="session")
+def _prepared_stores(tmp_path_factory: pytest.TempPathFactory) -> _PreparedStores:
+    return _PreparedStores(tmp_path_factory.mktemp("prepared"))
+
+
+@pytest.fixture
+def prepared_store(_prepared_stores: _PreparedStores, request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    """`prepared_store(backend, key, build)`: a store of its own for this test, a copy of what
+    `build(url)` made of an empty location (a SQLite path not yet created, an empty PostgreSQL schema),
+    which runs once per session and backend for each `key`. `build` must make the same store every time
+    (seeded commands), as a test cannot tell which run it gets a copy of."""
+
+    def prepare(backend: str, key: str, build: Any) -> str:
+        return _prepared_stores.copy(backend, key, build, tmp_path / "store.db", request)
+
+    return prepare
+
+
 # ------------------------------------------------------------------------------------------ broker
 
 def mq_available() -> bool:
@@ -427,6 +618,51 @@ def cli() -> Cli:
     return Cli()
 
 
+# ------------------------------------------------------------------------- the order of hand-out
+
+#: Test modules whose module- or session-scoped preparation is long run on one xdist worker (the
+#: README's command: `--dist loadgroup`), which builds it once instead of every worker building its own.
+ONE_WORKER_MODULES = {
+    "tests/test_json_output.py": "json-output",            # the scenario every answer is taken from
+    "tests/test_help.py": "help",                          # a demo store
+    "tests/store/test_invariants.py": "invariants",        # a demo run per backend (prepared_store)
+    "tests/fuzz/test_fuzz_postgres.py": "fuzz-postgres",   # a seeded PostgreSQL store (prepared_store)
+    "tests/cli/test_task_command_table.py": "task-command-table",  # a generated task
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which names each test by its group
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under xdist, the order the tests are handed out in. The README's command runs every test in one
+    session (`-n 4 --dist loadgroup --no-loadscope-reorder`: one test, or one group, at a time to the
+    worker that has run out, in this order), so the `slow` tests -- real processes that mostly wait on
+    each other, a lease or a Slurm job -- are spread over the first half of the run, each beside fast
+    tests that keep the cores busy meanwhile, and are all done before the end; the top-level modules
+    (the README tour, lint-imports, the man pages: single tests of 10-30 s) come first among the fast
+    ones, so that no long test is handed out last. The Slurm tests are one group: one cluster.
+    Without xdist the order is left as collected."""
+    for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        if item.get_closest_marker("slurm"):
+            item.add_marker(pytest.mark.xdist_group("slurm"))
+        elif module in ONE_WORKER_MODULES:
+            item.add_marker(pytest.mark.xdist_group(ONE_WORKER_MODULES[module]))
+    if not hasattr(config, "workerinput"):  # xdist's workers collect; the controller hands out their order
+        return
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    fast = [item for item in items if not item.get_closest_marker("slow")]
+    fast = ([item for item in fast if "/" not in item.nodeid.split("::", 1)[0][len("tests/"):]]
+            + [item for item in fast if "/" in item.nodeid.split("::", 1)[0][len("tests/"):]])
+    stride = len(fast) // (2 * len(slow)) if slow else 0
+    order: list[pytest.Item] = []
+    for index, item in enumerate(slow):
+        order.append(item)
+        order.extend(fast[index * stride:(index + 1) * stride])
+    order.extend(fast[len(slow) * stride:])
+    assert len(order) == len(items)
+    items[:] = order
+
+
 # ------------------------------------------------------------------ PostgreSQL must run under CI
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -440,19 +676,19 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    _PG_CONNECTIONS.close_all()
     if hasattr(session.config, "workerinput"):
         return  # an xdist worker sees only its share of the tests: the controller decides
     if REQUIRE_PG and session.testscollected and _pg_state["passed"] == 0 and exitstatus == 0:
         session.config.get_terminal_writer().line("JEDICTL_REQUIRE_PG=1 but no PostgreSQL test passed", red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
-    # The message tests are all in the parallel step (none is `slow`): the slow session need not pass one.
+    # No message test is `slow`: a session of the slow tests alone need not pass one.
     markexpr = session.config.getoption("markexpr", "") or ""
     mq_due = session.testscollected and (markexpr.strip() != "slow")
     if REQUIRE_MQ and mq_due and _mq_state["passed"] == 0 and session.exitstatus == 0:
         session.config.get_terminal_writer().line("JEDICTL_REQUIRE_MQ=1 but no message test passed", red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
-    # The Slurm tests are all `slow` too (one cluster, in the README command's serial step): a session
-    # that excludes slow tests is not the one that must have passed one.
+    # The Slurm tests are all `slow` too: a session that excludes slow tests need not pass one.
     slurm_due = session.testscollected and "not slow" not in (session.config.getoption("markexpr", "") or "")
     if REQUIRE_SLURM and slurm_due and _slurm_state["passed"] == 0 and session.exitstatus == 0:
         session.config.get_terminal_writer().line("JEDICTL_REQUIRE_SLURM=1 but no Slurm test passed", red=True)

@@ -25,15 +25,19 @@ pytestmark = pytest.mark.postgres
 
 
 @pytest.fixture
-def seeded_pg(pg_url: str) -> str:
-    """A PostgreSQL store with the example grid and catalog and one task with jobs at executors."""
-    db = ["--db", pg_url]
-    for argv, text in ((["db", "init"], None), (["sites", "import", str(ROOT / "examples" / "sites.yaml")], None),
-                       (["data", "import", str(ROOT / "examples" / "data.yaml")], None), (["data", "import", "-"], yaml.safe_dump(DS_IN)),
-                       (["submit", "-"], json.dumps(SEED_TASK)), (["run", "--seed", "1"], None)):
-        outcome = invoke([*argv, *db], input=text)
-        assert outcome.exit_code == 0, outcome
-    return pg_url
+def seeded_pg(prepared_store) -> str:
+    """A PostgreSQL store with the example grid and catalog and one task with jobs at executors (seeded
+    once per session, a copy for each test)."""
+
+    def seed(url: str) -> None:
+        db = ["--db", url]
+        for argv, text in ((["db", "init"], None), (["sites", "import", str(ROOT / "examples" / "sites.yaml")], None),
+                           (["data", "import", str(ROOT / "examples" / "data.yaml")], None), (["data", "import", "-"], yaml.safe_dump(DS_IN)),
+                           (["submit", "-"], json.dumps(SEED_TASK)), (["run", "--seed", "1"], None)):
+            outcome = invoke([*argv, *db], input=text)
+            assert outcome.exit_code == 0, outcome
+
+    return prepared_store("postgresql", "fuzz seed", seed)
 
 
 def _refused_or_taken(url: str, argv: list[str], text: str, allowed: set[str]) -> None:

@@ -17,10 +17,14 @@ from tests.helpers import run_sql
 
 
 @pytest.fixture
-def demo_store(cli, store_url):
-    """A store the demo ran to the end: retries and merge jobs, so both relations are in the history."""
-    assert cli.json("demo", "--db", store_url, "--seed", "3")["all_final"] is True
-    return store_url
+def demo_store(cli, store_backend, prepared_store):
+    """A store the demo ran to the end: retries and merge jobs, so both relations are in the history.
+    The demo runs once per backend (seeded); each test corrupts a copy of its own."""
+
+    def run_demo(url):
+        assert cli.json("demo", "--db", url, "--seed", "3")["all_final"] is True
+
+    return prepared_store(store_backend, "demo --seed 3", run_demo)
 
 
 def _history(conn, relation):
