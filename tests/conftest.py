@@ -620,33 +620,28 @@ def cli() -> Cli:
 
 # ------------------------------------------------------------------------- the order of hand-out
 
-#: Test modules whose module- or session-scoped preparation is long run on one xdist worker (the
-#: README's command: `--dist loadgroup`), which builds it once instead of every worker building its own.
+#: Test modules run whole on one xdist worker: their module- or session-scoped preparation is long, and
+#: one worker builds it once instead of every worker building its own; the Slurm modules share one
+#: cluster (the `slurm_cluster` fixture starts one per worker that needs it).
 ONE_WORKER_MODULES = {
     "tests/test_json_output.py": "json-output",            # the scenario every answer is taken from
     "tests/test_help.py": "help",                          # a demo store
     "tests/store/test_invariants.py": "invariants",        # a demo run per backend (prepared_store)
     "tests/fuzz/test_fuzz_postgres.py": "fuzz-postgres",   # a seeded PostgreSQL store (prepared_store)
     "tests/cli/test_task_command_table.py": "task-command-table",  # a generated task
+    "tests/cli/test_harvest_slurm.py": "slurm",
+    "tests/engine/harvest/test_slurm_batch.py": "slurm",
 }
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own, which names each test by its group
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under xdist, the order the tests are handed out in. The README's command runs every test in one
-    session (`-n 4 --dist loadgroup --no-loadscope-reorder`: one test, or one group, at a time to the
-    worker that has run out, in this order), so the `slow` tests -- real processes that mostly wait on
+    """Under xdist, the order the tests are handed out in (`_HandOut`: one test, or one module of
+    ONE_WORKER_MODULES, at a time to the worker that has run out). The README's command runs every test
+    in one session on more workers than cores, so the `slow` tests -- real processes that mostly wait on
     each other, a lease or a Slurm job -- are spread over the first half of the run, each beside fast
-    tests that keep the cores busy meanwhile, and are all done before the end; the top-level modules
-    (the README tour, lint-imports, the man pages: single tests of 10-30 s) come first among the fast
-    ones, so that no long test is handed out last. The Slurm tests are one group: one cluster.
-    Without xdist the order is left as collected."""
-    for item in items:
-        module = item.nodeid.split("::", 1)[0]
-        if item.get_closest_marker("slurm"):
-            item.add_marker(pytest.mark.xdist_group("slurm"))
-        elif module in ONE_WORKER_MODULES:
-            item.add_marker(pytest.mark.xdist_group(ONE_WORKER_MODULES[module]))
+    tests that keep the cores busy meanwhile, and are all done well before the end; the top-level
+    modules (the README tour, lint-imports, the man pages: single tests of 10-30 s) come first among the
+    fast ones, so that no long test is handed out last. Without xdist the order is left as collected."""
     if not hasattr(config, "workerinput"):  # xdist's workers collect; the controller hands out their order
         return
     slow = [item for item in items if item.get_closest_marker("slow")]
@@ -661,6 +656,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     order.extend(fast[len(slow) * stride:])
     assert len(order) == len(items)
     items[:] = order
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`-n N` (xdist's default `--dist load`) hands out tests with `_HandOut`; another `--dist` is xdist's."""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class _HandOut(LoadScopeScheduling):
+        """xdist's load-by-scope scheduling with a scope per test, or per module of ONE_WORKER_MODULES,
+        handed out in the workers' collection order (pytest_collection_modifyitems above): a worker that
+        has two tests or fewer left gets the next unit. (xdist's `loadgroup` would do this from marks, but
+        the test ids it renames are read-only since pytest 9.2, so its groups silently fall apart.)"""
+
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return f"group:{ONE_WORKER_MODULES[module]}" if module in ONE_WORKER_MODULES else nodeid
+
+    config.option.loadscopereorder = False  # the order above, not the biggest scope first
+    return _HandOut(config, log)
 
 
 # ------------------------------------------------------------------ PostgreSQL must run under CI

@@ -4,6 +4,7 @@ scancel, sbatch's options from sites.batch, and one clear line when Slurm is not
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -38,8 +39,11 @@ def test_sbatch_options_come_from_the_sites_batch():
     assert sbatch_options("S", {}, 1) == ["--job-name=jedictl-pilot-S"]
 
 
-def test_the_script_quotes_nothing_through_a_shell():
+def test_the_script_quotes_nothing_through_a_shell(monkeypatch):
     script = pilot_script(["/bin/echo", "it's $HOME; `x`"], {"JEDICTL_DB": "postgresql://u:p'w@h/db"}, [5, 9])
+    # The script sets the pilot's environment (JEDICTL_DB, JEDICTL_PILOT_ID): here on a copy, not on this
+    # test process's, where they outlived the test (a later pilot test's pilot took JEDICTL_PILOT_ID=5).
+    monkeypatch.setattr(os, "environ", dict(os.environ))
     namespace: dict = {}
     body = script.replace("os.execv(ARGV[0], ARGV)", "")  # everything but the exec
     exec(compile(body, "script", "exec"), namespace)  # noqa: S102 - our own generated program
