@@ -42,7 +42,9 @@ def test_a_task_runs_to_finished_with_its_outputs_on_disk_as_registered(cli, sto
     assert [j["status"] for j in jobs] == ["finished"] * 3
     for job in jobs:
         assert job["executor"].startswith("pilot-0@") and job["executor"].endswith("/slot1")
-        assert job["wall_time"] > 0 and job["cpu_time"] > 0 and job["started_at"] and job["ended_at"]
+        # CPU is measured (None would be no figure); this payload is too short to be charged a tick on a
+        # loaded machine, so 0.0 is a true measure -- the burning payload below shows it counts.
+        assert job["wall_time"] > 0 and job["cpu_time"] is not None and job["cpu_time"] >= 0 and job["started_at"] and job["ended_at"]
     shown = cli.json("data", "show", TASK_OUT, "--files", db=store)
     assert len(shown["files"]) == 3
     url = f"file://{disk}"
