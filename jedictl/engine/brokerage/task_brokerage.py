@@ -101,14 +101,6 @@ class RemainingWork:
         return totals
 
 
-def nucleus_remaining_work(tasks: Iterable[TaskWork], default_cpu_time: float,
-                           min_priority: int | None = None, work_queue: str | None = None) -> dict[str, float]:
-    """Σ RW of active tasks per nucleus (JEDI's fullRW); with `min_priority` and `work_queue`, only the
-    queue's tasks at or above that priority (JEDI's prioRW)."""
-    tally = RemainingWork(tasks, default_cpu_time)
-    return tally.full() if min_priority is None and work_queue is None else tally.prio(min_priority, work_queue)
-
-
 def projected_output_gb(nucleus_rw: float) -> float:
     """Space the work already at a nucleus will still write: RW / 10 HS06 per core / 1 day x 0.25 GB."""
     return nucleus_rw / 10 / 24 / 3600 * 0.25

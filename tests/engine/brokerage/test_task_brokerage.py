@@ -28,7 +28,6 @@ from jedictl.engine.brokerage.task_brokerage import (
     RemainingWork,
     TaskWork,
     choose_nucleus,
-    nucleus_remaining_work,
     projected_output_gb,
     remaining_work,
 )
@@ -78,7 +77,7 @@ def test_remaining_work(events, used, cpu_time, unit, expected):
     assert remaining_work(events, used, cpu_time, unit, SETTINGS.default_cpu_time) == expected
 
 
-def test_nucleus_remaining_work_counts_active_tasks_and_priority_buckets():
+def test_remaining_work_counts_active_tasks_and_priority_buckets():
     # §5: fullRW over active (ready/scouting/running/pending) tasks; prioRW only at or above a priority, same queue
     tasks = [
         TaskWork(1, "CERN", "running", 900, 1000, 0, 1.0, work_queue="evgensimul"),
@@ -88,8 +87,8 @@ def test_nucleus_remaining_work_counts_active_tasks_and_priority_buckets():
         TaskWork(5, "BNL", "pending", 100, 10, 0, 1.0),
         TaskWork(6, None, "running", 900, 10, 0, 1.0),
     ]
-    assert nucleus_remaining_work(tasks, 300.0) == {"CERN": 3000.0, "BNL": 10.0}
-    assert nucleus_remaining_work(tasks, 300.0, min_priority=500, work_queue="evgensimul") == {"CERN": 1000.0}
+    assert RemainingWork(tasks, 300.0).full() == {"CERN": 3000.0, "BNL": 10.0}
+    assert RemainingWork(tasks, 300.0).prio(min_priority=500, work_queue="evgensimul") == {"CERN": 1000.0}
 
 
 def test_projected_output_of_remaining_work():
@@ -225,7 +224,7 @@ def test_draws_repeat_with_a_seed_and_follow_the_weights():
 
 def test_remaining_work_kept_as_tasks_are_added_equals_the_sums_over_every_task():
     """A broker pass adds each task it assigns to a RemainingWork instead of summing every active task
-    again per decision: its fullRW and prioRW equal nucleus_remaining_work over the same tasks."""
+    again per decision: its fullRW and prioRW equal the sums over the same tasks, one by one."""
     rng = random.Random(7)
     tasks = [TaskWork(i, rng.choice(["CERN", "BNL", None]), rng.choice(["running", "ready", "done", "pending", "scouting"]),
                       rng.choice([100, 400, 900, 1000]), rng.randrange(0, 5000), rng.randrange(0, 3000), rng.choice([None, 1.0, 250.0]),
@@ -247,6 +246,6 @@ def test_remaining_work_kept_as_tasks_are_added_equals_the_sums_over_every_task(
                     expected[work.nucleus] = expected.get(work.nucleus, 0.0) + remaining_work(
                         work.n_events, work.n_events_used, work.cpu_time, work.cpu_time_unit, 300.0)
                 assert remaining.prio(priority, queue) == pytest.approx(expected)
-                assert nucleus_remaining_work(seen, 300.0, priority, queue) == pytest.approx(expected)
+                assert RemainingWork(seen, 300.0).prio(priority, queue) == pytest.approx(expected)
                 if priority is None and queue is None:
                     assert remaining.full() == pytest.approx(expected)
