@@ -87,6 +87,6 @@ def _broker_one(conn: Any, task_id: int, catalog: Any, loads: Any, works: Remain
         raise LeaseLost(f"task {task_id} changed while being brokered")
     master_events = sum(chunk.file_events)
     works.add(TaskWork(task_id=task_id, nucleus=result.nucleus, status=TaskStatus.READY.value, priority=task.current_priority,
-                          n_events=master_events, n_events_used=0, cpu_time=task.cpu_time, cpu_time_unit=task.cpu_time_unit,
-                          work_queue=task.work_queue))
+                       n_events=master_events, n_events_used=0, cpu_time=task.cpu_time, cpu_time_unit=task.cpu_time_unit,
+                       work_queue=task.work_queue))
     return "ready", f"nucleus {result.nucleus}"
